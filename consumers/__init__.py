@@ -1,0 +1,1 @@
+"""Process wiring for certmon: sources (file, Kafka), sinks, CLI."""

@@ -1,0 +1,1 @@
+"""certmon core: statistics, state, checkpoints, metrics and alerts (no I/O wiring)."""

@@ -1,0 +1,1 @@
+"""Pure statistics for certmon: numpy only, no I/O, JSON-serializable state."""

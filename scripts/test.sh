@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up and run certmon's full check on a fresh machine: Python packages, the external tools the
+# deploy tests use (promtool, Prometheus, Alertmanager from Debian), ruff, mypy --strict, and the
+# whole pytest suite. The Kafka tests start a real Apache Kafka broker themselves (jars fetched once
+# from Maven Central with Maven and cached under ~/.cache/certmon/kafka).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+echo "== installing certmon and its dev dependencies"
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
+    || ! { command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing promtool, Prometheus and Alertmanager (Debian packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null
+    # The packages' init scripts may start daemons on :9090/:9093; the tests use free ports,
+    # but stop them anyway so nothing lingers.
+    pkill -x prometheus 2>/dev/null || true
+    pkill -x prometheus-alertmanager 2>/dev/null || true
+  else
+    echo "== promtool/prometheus/alertmanager missing and not root: those tests will be skipped"
+  fi
+fi
+
+echo "== ruff"
+"$PY" -m ruff check .
+echo "== mypy --strict"
+"$PY" -m mypy
+echo "== pytest"
+mkdir -p .cache
+"$PY" -m pytest --junitxml=.cache/junit.xml "$@"
