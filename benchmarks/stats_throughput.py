@@ -1,0 +1,97 @@
+"""Update throughput of RiskMonitor (both sides) in rounds per second, one core.
+
+Prints rounds/s for R-AutoEval+ (S = 10) with WSR and UP bets, with and without the hedged
+confidence sequence (grid 1000), next to a baseline measured in the same process on the same
+data: a plain-Python running mean updated once per round (the cheapest possible "monitor").
+
+    python benchmarks/stats_throughput.py [--rounds 200000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from monitor.stats.bets import BetConfig
+from monitor.stats.risk import RiskMonitor
+
+Round = tuple[float, float, float | None]
+
+
+def make_rounds(n: int, seed: int) -> list[Round]:
+    rng = np.random.default_rng(seed)
+    h = (rng.random(n) < 0.1).astype(float)
+    f = np.where(rng.random(n) < 0.9, h, 1.0 - h)
+    b = rng.binomial(10, 0.18, n) / 10
+    empty = rng.random(n) < 0.02
+    return [(hh, ff, None if e else bb)
+            for hh, ff, bb, e in zip(h.tolist(), f.tolist(), b.tolist(), empty.tolist(),
+                                     strict=True)]
+
+
+class RunningMean:
+    def __init__(self) -> None:
+        self.n = 0
+        self.total = 0.0
+
+    def update(self, human: float, judge: float, block: float | None) -> None:
+        self.n += 1
+        self.total += human
+
+
+def rate(make: Callable[[], object], rounds: list[Round], repeat: int = 3) -> tuple[float, float]:
+    """Best of ``repeat`` runs: (rounds per CPU second, rounds per wall second).
+
+    CPU time (``time.process_time``) is the primary figure: the machine is shared, and a
+    single-threaded loop's CPU time is what one core delivers regardless of other load.
+    """
+    best_cpu = best_wall = 0.0
+    for _ in range(repeat):
+        m = make()
+        upd = m.update  # type: ignore[attr-defined]
+        w0, c0 = time.perf_counter(), time.process_time()
+        for h, f, b in rounds:
+            upd(h, f, b)
+        c1, w1 = time.process_time(), time.perf_counter()
+        best_cpu = max(best_cpu, len(rounds) / max(c1 - c0, 1e-9))
+        best_wall = max(best_wall, len(rounds) / (w1 - w0))
+    return best_cpu, best_wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=200_000, help="rounds for the fast cases")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rounds = make_rounds(args.rounds, args.seed)
+    base, base_wall = rate(RunningMean, rounds)
+    wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up")
+    cases = [
+        ("R-AutoEval+ S=10 WSR, no CS", wsr, None, args.rounds),
+        ("R-AutoEval+ S=10 UP(64), no CS", up, None, args.rounds // 5),
+        ("R-AutoEval+ S=10 WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
+        ("R-AutoEval+ S=10 UP(64), CS grid 1000", up, 1000, args.rounds // 100),
+        ("R-Eval WSR, no CS", wsr, None, args.rounds),
+        ("R-Eval WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
+    ]
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"baseline (plain-Python running mean): {base:,.0f} rounds/CPU-s "
+          f"({base_wall:,.0f} rounds/wall-s)\n")
+    print(f"{'case (RiskMonitor, both sides)':40s} {'rounds':>8s} {'rounds/CPU-s':>13s} "
+          f"{'rounds/wall-s':>14s} {'baseline/case':>14s}")
+    for name, bet, grid, n in cases:
+        method = "r_eval" if name.startswith("R-Eval") else "r_autoeval_plus"
+        def make(b: BetConfig = bet, g: int | None = grid, m: str = method) -> RiskMonitor:
+            return RiskMonitor(0.12, 0.1, m, b, cs_grid=g)
+
+        r, rw = rate(make, rounds[:n], repeat=3 if n >= 10_000 else 1)
+        print(f"{name:40s} {n:8d} {r:13,.0f} {rw:14,.0f} {base / r:14.1f}")
+    print("\ntargets (issue 2): WSR no CS >= 100,000 rounds/s; WSR with CS grid 1000 >= 5,000")
+
+
+if __name__ == "__main__":
+    main()
