@@ -1,0 +1,414 @@
+"""Generate certmon's Grafana dashboards (deploy/grafana/dashboards/*.json).
+
+The JSON files are committed; this script is their source. After editing it run
+
+    python deploy/grafana/build_dashboards.py
+
+and commit both. ``tests/deploy/test_deploy_dashboards.py`` fails if the JSON files and this
+script disagree, and checks every metric name used in a query against a live certmon scrape.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "dashboards"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+MODEL_LINK = "/d/certmon-model/certmon-model?var-suite=${__data.fields.suite}" \
+             "&var-model=${__data.fields.model}&${datasource:queryparam}"
+FLEET_FILTER = 'suite=~"$suite", model=~"$model"'
+MODEL_FILTER = 'suite="$suite", model="$model"'
+CERT_FILTER = 'suite="$suite", model="$model", certificate="$certificate"'
+# 0 pending, 1 certified, 2 violated (as one number per certificate x method)
+STATE_CODE = (
+    "max by (suite, model, certificate, method) "
+    '(certmon_certificate_state{{state="certified", {f}}})'
+    " + 2 * max by (suite, model, certificate, method) "
+    '(certmon_certificate_state{{state="violated", {f}}})'
+)
+STATE_MAPPINGS = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "pending", "color": "text", "index": 0},
+            "1": {"text": "certified", "color": "green", "index": 1},
+            "2": {"text": "violated", "color": "red", "index": 2},
+        },
+    }
+]
+
+
+class Layout:
+    """Places panels on Grafana's 24-column grid, row after row."""
+
+    def __init__(self) -> None:
+        self.x = self.y = self.row_h = 0
+        self.next_id = 1
+        self.panels: list[dict[str, Any]] = []
+
+    def row(self, title: str) -> None:
+        """Start a new full-width row titled ``title``."""
+        self.newline()
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def newline(self) -> None:
+        """Move to the start of the next line of panels."""
+        if self.x:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+
+    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
+        """Place ``panel`` (w x h grid units) after the previous one."""
+        if self.x + w > 24:
+            self.newline()
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False,
+           fmt: str = "time_series") -> dict[str, Any]:
+    """Return a Prometheus query target."""
+    out: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref,
+                           "legendFormat": legend or "__auto", "format": fmt}
+    if instant:
+        out.update(instant=True, range=False)
+    return out
+
+
+def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
+               description: str = "", overrides: list[dict[str, Any]] | None = None,
+               stack: bool = False, fill: int = 0, minimum: float | None = None,
+               maximum: float | None = None) -> dict[str, Any]:
+    """Return a time-series panel."""
+    custom: dict[str, Any] = {"fillOpacity": fill, "lineWidth": 1, "showPoints": "never",
+                              "spanNulls": True}
+    if stack:
+        custom["stacking"] = {"mode": "normal", "group": "A"}
+    defaults: dict[str, Any] = {"unit": unit, "custom": custom}
+    if minimum is not None:
+        defaults["min"] = minimum
+    if maximum is not None:
+        defaults["max"] = maximum
+    return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
+            "targets": targets, "fieldConfig": {"defaults": defaults,
+                                                "overrides": overrides or []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom",
+                                   "showLegend": True},
+                        "tooltip": {"mode": "multi", "sort": "none"}}}
+
+
+def stat(title: str, expr: str, unit: str = "short", description: str = "",
+         thresholds: list[tuple[float | None, str]] | None = None,
+         mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Return a stat panel showing the last value of ``expr``."""
+    steps = [{"value": v, "color": c} for v, c in (thresholds or [(None, "text")])]
+    return {"type": "stat", "title": title, "description": description, "datasource": DS,
+            "targets": [target(expr, instant=True)],
+            "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
+                                         "thresholds": {"mode": "absolute", "steps": steps}},
+                            "overrides": []},
+            "options": {"colorMode": "value", "graphMode": "none", "textMode": "auto",
+                        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
+                                          "values": False}}}
+
+
+def by_name(name: str, props: dict[str, Any]) -> dict[str, Any]:
+    """Return a field override for the series or column named ``name``."""
+    return {"matcher": {"id": "byName", "options": name},
+            "properties": [{"id": k, "value": v} for k, v in props.items()]}
+
+
+def variable(name: str, query: str, label: str, multi: bool = False) -> dict[str, Any]:
+    """Return a query template variable."""
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": f"var-{name}"}, "definition": query,
+            "refresh": 2, "sort": 1, "multi": multi, "includeAll": multi,
+            **({"allValue": ".*"} if multi else {}),
+            "current": {}, "options": [], "hide": 0}
+
+
+def datasource_variable() -> dict[str, Any]:
+    """Return the Prometheus data-source template variable."""
+    return {"name": "datasource", "label": "Data source", "type": "datasource",
+            "query": "prometheus", "current": {}, "hide": 0, "options": [], "refresh": 1,
+            "regex": ""}
+
+
+def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any]],
+              variables: list[dict[str, Any]], links: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a dashboard document."""
+    return {"uid": uid, "title": title, "description": description, "tags": ["certmon"],
+            "editable": True, "graphTooltip": 1, "refresh": "30s", "schemaVersion": 39,
+            "version": 1, "time": {"from": "now-6h", "to": "now"}, "timezone": "browser",
+            "templating": {"list": variables}, "annotations": {"list": []}, "links": links,
+            "panels": panels}
+
+
+def per_method(expr: str, on: str, f: str) -> str:
+    """Spread a per-model or per-certificate series over every method row of the table."""
+    index = (f"0 * max by (suite, model, certificate, method) "
+             f'(certmon_certificate_state{{state="pending", {f}}})')
+    return f"{index} + on ({on}) group_left () {expr}"
+
+
+def fleet() -> dict[str, Any]:
+    """Return the fleet overview dashboard."""
+    lay = Layout()
+    lay.row("Certificates")
+    f = FLEET_FILTER
+    for title, state, color in (("Certified", "certified", "green"),
+                                 ("Violated", "violated", "red"),
+                                 ("Pending", "pending", "text")):
+        lay.add(stat(f"{title} certificates",
+                     f'count(max by (suite, model, certificate, method) '
+                     f'(certmon_certificate_state{{state="{state}", {f}}}) == 1) or vector(0)',
+                     description=f"Certificate x method pairs currently {state}.",
+                     thresholds=[(None, color)]), 4, 4)
+    lay.add(stat("Labels received (all models)",
+                 f"sum(certmon_labels_total{{{f}}}) or vector(0)",
+                 description="Human labels accepted since the state began."), 6, 4)
+    lay.add(stat("Label requests pending",
+                 f"sum(certmon_pending_units{{{f}}}) or vector(0)",
+                 description="Audited units waiting for their human label."), 6, 4)
+    table_targets = [
+        target(STATE_CODE.format(f=f), ref="A", instant=True, fmt="table"),
+        target(f"max by (suite, model, certificate, method) (certmon_risk_estimate{{{f}}})",
+               ref="B", instant=True, fmt="table"),
+        target(f"max by (suite, model, certificate, method) (certmon_risk_lower_bound{{{f}}})",
+               ref="C", instant=True, fmt="table"),
+        target(f"max by (suite, model, certificate, method) (certmon_risk_upper_bound{{{f}}})",
+               ref="D", instant=True, fmt="table"),
+        target(per_method(f"max by (suite, model, certificate) (certmon_certificate_alpha{{{f}}})",
+                          "suite, model, certificate", f), ref="E", instant=True, fmt="table"),
+        target(per_method(f"max by (suite, model) (certmon_rounds_total{{{f}}})",
+                          "suite, model", f), ref="F", instant=True, fmt="table"),
+        target(per_method(f"max by (suite, model) (certmon_labels_total{{{f}}})",
+                          "suite, model", f), ref="G", instant=True, fmt="table"),
+        target(f"1000 * max by (suite, model, certificate, method) "
+               f"(certmon_certificate_last_change_timestamp_seconds{{{f}}})",
+               ref="H", instant=True, fmt="table"),
+    ]
+    names = {"Value #A": "State", "Value #B": "Risk estimate", "Value #C": "Lower bound",
+             "Value #D": "Upper bound", "Value #E": "Alpha", "Value #F": "Rounds",
+             "Value #G": "Labels", "Value #H": "Last change"}
+    table = {
+        "type": "table", "title": "Every suite / model / certificate / method",
+        "description": "Current certificate state, risk estimate with its anytime-valid "
+                       "confidence sequence, labels so far and time of the last state change. "
+                       "Click a model to drill down.",
+        "datasource": DS, "targets": table_targets,
+        "transformations": [{"id": "merge", "options": {}},
+                            {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                           "renameByName": names}}],
+        "fieldConfig": {
+            "defaults": {"custom": {"align": "auto"}, "decimals": 4},
+            "overrides": [
+                by_name("State", {"mappings": STATE_MAPPINGS,
+                                  "custom.cellOptions": {"type": "color-background"}}),
+                by_name("Rounds", {"decimals": 0}), by_name("Labels", {"decimals": 0}),
+                by_name("Last change", {"unit": "dateTimeAsIso"}),
+                by_name("model", {"links": [{"title": "Model drill-down", "url": MODEL_LINK}]}),
+            ],
+        },
+        "options": {"showHeader": True, "sortBy": [{"displayName": "State", "desc": True}]},
+    }
+    lay.add(table, 24, 10)
+    timeline = {
+        "type": "state-timeline", "title": "Certificate state over time",
+        "description": "One line per suite/model/certificate/method.", "datasource": DS,
+        "targets": [target(STATE_CODE.format(f=f),
+                           legend="{{suite}}/{{model}} {{certificate}} {{method}}")],
+        "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS,
+                                     "thresholds": {"mode": "absolute",
+                                                    "steps": [{"value": None,
+                                                               "color": "text"}]}},
+                        "overrides": []},
+        "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+    }
+    lay.add(timeline, 24, 8)
+    lay.add(timeseries("Risk upper bound vs alpha",
+                       [target(f"max by (suite, model, certificate) "
+                               f'(certmon_risk_upper_bound{{method="r_autoeval_plus", {f}}})',
+                               legend="{{suite}}/{{model}} {{certificate}}")],
+                       unit="percentunit", minimum=0,
+                       description="Upper end of the R-AutoEval+ confidence sequence; a model is "
+                                   "certified once it stays below alpha with enough evidence."),
+            12, 8)
+    lay.add(timeseries("Labels received per minute",
+                       [target(f"60 * sum by (suite, model) "
+                               f"(rate(certmon_labels_total{{{f}}}[$__rate_interval]))",
+                               legend="{{suite}}/{{model}}")], unit="short", minimum=0), 12, 8)
+    operations_row(lay)
+    return dashboard("certmon-fleet", "certmon / fleet overview",
+                     "Certificate state of every model, and the health of the certmon pipeline.",
+                     lay.panels,
+                     [datasource_variable(),
+                      variable("suite", "label_values(certmon_rounds_total, suite)", "Suite",
+                               multi=True),
+                      variable("model", 'label_values(certmon_rounds_total{suite=~"$suite"}, '
+                                        "model)", "Model", multi=True)],
+                     [{"title": "Model drill-down", "type": "link", "icon": "dashboard",
+                       "url": "/d/certmon-model/certmon-model", "keepTime": True,
+                       "includeVars": True}])
+
+
+def operations_row(lay: Layout) -> None:
+    """Add the operations row (pipeline health) to ``lay``."""
+    lay.row("Operations")
+    lay.add(timeseries("Events received / rejected / duplicate per second", [
+        target("sum(rate(certmon_events_received_total[$__rate_interval]))", "received", "A"),
+        target("sum by (reason) (rate(certmon_events_rejected_total[$__rate_interval]))",
+               "rejected: {{reason}}", "B"),
+        target("sum by (reason) (rate(certmon_events_duplicate_total[$__rate_interval]))",
+               "duplicate: {{reason}}", "C"),
+    ], unit="reqps", minimum=0, description="Rejected events go to the dead-letter sink."),
+            12, 8)
+    lay.add(timeseries("Kafka consumer lag", [
+        target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),
+    ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
+            12, 8)
+    lay.add(stat("Checkpoint age",
+                 "time() - max(certmon_checkpoint_last_success_timestamp_seconds > 0)",
+                 unit="s", thresholds=[(None, "green"), (900, "orange"), (3600, "red")],
+                 description="Seconds since the last durable checkpoint."), 4, 8)
+    lay.add(timeseries("Checkpoint duration", [
+        target("histogram_quantile(0.5, sum by (le) "
+               "(rate(certmon_checkpoint_duration_seconds_bucket[$__rate_interval])))", "p50",
+               "A"),
+        target("histogram_quantile(0.99, sum by (le) "
+               "(rate(certmon_checkpoint_duration_seconds_bucket[$__rate_interval])))", "p99",
+               "B"),
+        target("sum(increase(certmon_checkpoint_failures_total[$__rate_interval]))",
+               "failures", "C"),
+    ], unit="s", minimum=0, overrides=[by_name("failures", {"unit": "short",
+                                                           "custom.axisPlacement": "right"})]),
+            8, 8)
+    lay.add(timeseries("Event processing time", [
+        target("histogram_quantile(0.5, sum by (le) "
+               "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p50", "A"),
+        target("histogram_quantile(0.99, sum by (le) "
+               "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p99", "B"),
+    ], unit="s", minimum=0), 6, 8)
+    lay.add(timeseries("Alerts emitted", [
+        target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
+               "{{kind}}"),
+    ], minimum=0), 6, 8)
+    lay.add(stat("certmon up", "min(certmon_up)", thresholds=[(None, "red"), (1, "green")],
+                 mappings=[{"type": "value", "options": {"0": {"text": "down"},
+                                                         "1": {"text": "up"}}}]), 4, 4)
+    lay.add(stat("Version", "count by (version) (certmon_build_info)", unit="none"), 4, 4)
+
+
+def model() -> dict[str, Any]:
+    """Return the per-model drill-down dashboard."""
+    lay = Layout()
+    m, c = MODEL_FILTER, CERT_FILTER
+    lay.row("$suite / $model")
+    lay.add(stat("Rounds", f"sum(certmon_rounds_total{{{m}}})"), 4, 4)
+    lay.add(stat("Labels received", f"sum(certmon_labels_total{{{m}}})"), 4, 4)
+    lay.add(stat("Judge events", f"sum(certmon_judge_events_total{{{m}}})"), 4, 4)
+    lay.add(stat("Pending units", f"sum(certmon_pending_units{{{m}}})"), 4, 4)
+    lay.add(stat("Unsolicited labels (not used)", f"sum(certmon_unsolicited_labels_total{{{m}}})"),
+            4, 4)
+    lay.add(stat("Expired units", f"sum(certmon_expired_units_total{{{m}}})"), 4, 4)
+    lay.row("Certificate $certificate, per method")
+    band = [by_name("upper", {"custom.fillBelowTo": "lower", "custom.fillOpacity": 20}),
+            by_name("lower", {"custom.lineWidth": 0}),
+            by_name("upper", {"custom.lineWidth": 0}),
+            by_name("alpha", {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
+                              "color": {"mode": "fixed", "fixedColor": "red"}})]
+    risk = timeseries("Risk: $method", [
+        target(f'certmon_risk_estimate{{{c}, method="$method"}}', "estimate", "A"),
+        target(f'certmon_risk_lower_bound{{{c}, method="$method"}}', "lower", "B"),
+        target(f'certmon_risk_upper_bound{{{c}, method="$method"}}', "upper", "C"),
+        target(f"certmon_certificate_alpha{{{c}}}", "alpha", "D"),
+    ], unit="percentunit", minimum=0, overrides=band,
+        description="Point estimate and the anytime-valid confidence band (valid at every "
+                    "time simultaneously); dashed: alpha.")
+    risk.update(repeat="method", repeatDirection="h", maxPerRow=3)
+    lay.add(risk, 8, 9)
+    lay.newline()
+    evalues = timeseries("log e-values: $method", [
+        target(f'certmon_log_e_value{{{c}, method="$method", side="certify"}}', "certify", "A"),
+        target(f'certmon_log_e_value{{{c}, method="$method", side="violate"}}', "violate", "B"),
+        target(f'certmon_log_e_threshold{{{c}, method="$method"}}', "threshold", "C"),
+    ], overrides=[by_name("threshold", {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
+                                        "color": {"mode": "fixed", "fixedColor": "red"}}),
+                  by_name("certify", {"color": {"mode": "fixed", "fixedColor": "green"}}),
+                  by_name("violate", {"color": {"mode": "fixed", "fixedColor": "orange"}})],
+        description="A certificate is reached when a log e-value crosses log(1/delta) "
+                    "(after the multiplicity correction).")
+    evalues.update(repeat="method", repeatDirection="h", maxPerRow=3)
+    lay.add(evalues, 8, 9)
+    lay.newline()
+    lay.add(timeseries("Judge reliance: rho weights (R-AutoEval+, certify side)", [
+        target(f'certmon_rho_weight_ratio{{{c}, method="r_autoeval_plus"}}', "rho={{rho}}"),
+    ], unit="percentunit", stack=True, fill=60, minimum=0, maximum=1,
+        description="Mixture weight of each reliance factor rho; weight on large rho means the "
+                    "judge is trusted."), 12, 8)
+    lay.add(timeseries("Judge bias (mean judge - human loss)", [
+        target(f"certmon_judge_bias{{{m}}}", "bias"),
+    ], description="Positive: the judge is harsher than humans."), 12, 8)
+    lay.add(timeseries("Label requests vs labels received (per minute)", [
+        target(f"60 * sum(rate(certmon_label_requests_total{{{m}}}[$__rate_interval]))",
+               "requests", "A"),
+        target(f"60 * sum(rate(certmon_labels_total{{{m}}}[$__rate_interval]))", "labels", "B"),
+        target(f"sum(certmon_pending_units{{{m}}})", "pending units", "C"),
+    ], minimum=0, overrides=[by_name("pending units", {"custom.axisPlacement": "right"})]),
+            12, 8)
+    lay.add(timeseries("Rounds per minute", [
+        target(f"60 * sum(rate(certmon_rounds_total{{{m}}}[$__rate_interval]))", "rounds"),
+        target(f"60 * sum(rate(certmon_judge_events_total{{{m}}}[$__rate_interval]))",
+               "judge events", "B"),
+    ], minimum=0), 12, 8)
+    lay.add({
+        "type": "state-timeline", "title": "Certificate state", "datasource": DS,
+        "targets": [target(STATE_CODE.format(f=c), legend="{{method}}")],
+        "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS, "thresholds": {
+            "mode": "absolute", "steps": [{"value": None, "color": "text"}]}},
+                        "overrides": []},
+        "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+    }, 24, 5)
+    return dashboard(
+        "certmon-model", "certmon / model drill-down",
+        "Evidence for one model: risk with confidence band, e-values vs threshold, judge "
+        "reliance, labelling progress.", lay.panels,
+        [datasource_variable(),
+         variable("suite", "label_values(certmon_rounds_total, suite)", "Suite"),
+         variable("model", 'label_values(certmon_rounds_total{suite="$suite"}, model)', "Model"),
+         variable("certificate", 'label_values(certmon_certificate_alpha{suite="$suite", '
+                                 'model="$model"}, certificate)', "Certificate"),
+         variable("method", 'label_values(certmon_risk_estimate{suite="$suite", '
+                            'model="$model"}, method)', "Method", multi=True)],
+        [{"title": "Fleet overview", "type": "link", "icon": "dashboard",
+          "url": "/d/certmon-fleet/certmon-fleet", "keepTime": True}])
+
+
+def render() -> dict[str, str]:
+    """Return {file name: JSON text} of every dashboard."""
+    return {f"{d['uid']}.json": json.dumps(d, indent=2, sort_keys=True) + "\n"
+            for d in (fleet(), model())}
+
+
+def main(argv: list[str]) -> int:
+    """Write every dashboard to deploy/grafana/dashboards/."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, text in render().items():
+        (OUT / name).write_text(text, encoding="utf-8")
+        print(f"wrote {OUT / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,262 @@
+"""Scrape-time Prometheus collector for certmon's statistical state.
+
+:class:`StateCollector` turns one ``Engine.state_view()`` document (the STATE.json format plus
+the extra keys listed in the interface contract) into the ``certmon_*`` metric families each time
+Prometheus scrapes. Nothing is cached: what a scrape shows is exactly what the state said when
+the scrape happened.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["STATES", "StateCollector", "format_rho"]
+
+STATES: tuple[str, ...] = ("pending", "certified", "violated")
+"""Certificate states, in the order their ``certmon_certificate_state`` samples are exposed."""
+
+_MODEL = ("suite", "model")
+_CERT = ("suite", "model", "certificate")
+_METHOD = ("suite", "model", "certificate", "method")
+
+# (name, documentation, label names) of every gauge family, in exposition order.
+_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("certmon_risk_estimate", "Point estimate of the risk E[loss] (per method).", _METHOD),
+    ("certmon_risk_lower_bound", "Lower end of the anytime-valid confidence sequence.", _METHOD),
+    ("certmon_risk_upper_bound", "Upper end of the anytime-valid confidence sequence.", _METHOD),
+    ("certmon_log_e_value", "Log e-value of the certify or violate test.", (*_METHOD, "side")),
+    ("certmon_log_e_threshold", "log(1/delta) after the multiplicity correction.", _METHOD),
+    ("certmon_certificate_state", "1 for the certificate's current state, 0 for the others.",
+     (*_METHOD, "state")),
+    ("certmon_certificate_certified_round", "Round at which certify crossed (0 = never).", _METHOD),
+    ("certmon_certificate_violated_round", "Round at which violate crossed (0 = never).", _METHOD),
+    ("certmon_certificate_last_change_timestamp_seconds",
+     "Unix time of the certificate's last state change.", _METHOD),
+    ("certmon_certificate_alpha", "Risk level alpha the certificate tests.", _CERT),
+    ("certmon_certificate_delta", "Error budget delta of the certificate.", _CERT),
+    ("certmon_rho_weight_ratio", "Mixture weight of each judge reliance rho (certify side).",
+     (*_METHOD, "rho")),
+    ("certmon_judge_bias", "Mean of judge loss minus human loss over rounds.", _MODEL),
+    ("certmon_pending_units", "Audited units waiting for their human label.", _MODEL),
+)
+
+# (name without _total, documentation, key in model "counts") of the per-model counters.
+_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("certmon_rounds", "Rounds (audited units with judge and human loss).", "rounds"),
+    ("certmon_labels", "Human label events accepted.", "labels"),
+    ("certmon_judge_events", "Judge events accepted.", "judge"),
+    ("certmon_unsolicited_labels", "Labels for units never audited (not used).",
+     "unsolicited_labels"),
+    ("certmon_label_requests", "Label requests emitted.", "label_requests"),
+)
+_EXPIRED = ("certmon_expired_units", "Join entries dropped after their time bound.")
+_EXPIRED_KINDS = (("pending", "expired_pending"), ("orphan_label", "expired_orphans"))
+_READ_ATTEMPTS = 3
+
+
+def format_rho(rho: float) -> str:
+    """Format a reliance factor rho as a short, stable label value.
+
+    Parameters
+    ----------
+    rho : float
+        The reliance factor.
+
+    Returns
+    -------
+    str
+        Up to 6 significant digits, e.g. ``"0.333333"``; integers without a decimal point.
+
+    Examples
+    --------
+    >>> format_rho(1.0), format_rho(1 / 3), format_rho(0.25)
+    ('1', '0.333333', '0.25')
+    """
+    return f"{float(rho):.6g}"
+
+
+def _num(value: Any) -> float | None:
+    """Return ``value`` as a float, or None for None, NaN, booleans and non-numbers."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return None if math.isnan(out) else out
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+class _Families:
+    """The metric families of one scrape, filled model by model."""
+
+    def __init__(self) -> None:
+        self.gauges = {
+            name: GaugeMetricFamily(name, doc, labels=list(labels)) for name, doc, labels in _GAUGES
+        }
+        self.counters = {
+            name: CounterMetricFamily(name, doc, labels=list(_MODEL)) for name, doc, _ in _COUNTERS
+        }
+        self.expired = CounterMetricFamily(*_EXPIRED, labels=[*_MODEL, "kind"])
+
+    def gauge(self, name: str, labels: list[str], value: Any) -> None:
+        number = _num(value)
+        if number is not None:
+            self.gauges[name].add_metric(labels, number)
+
+    def all(self) -> Iterator[Metric]:
+        yield from self.gauges.values()
+        yield from self.counters.values()
+        yield self.expired
+
+
+class StateCollector(Collector):
+    """Expose ``Engine.state_view()`` as Prometheus metric families at scrape time.
+
+    Parameters
+    ----------
+    view_fn : Callable[[], Mapping[str, Any]]
+        Returns the current STATE document. Called once per scrape, from the HTTP server's
+        thread: it must return a consistent snapshot (e.g. taken under the engine's lock). A
+        ``RuntimeError`` raised while building it (a dict changed size during iteration) is
+        retried twice; any other exception fails the scrape (Prometheus then sees ``up == 0``
+        for the target, which alerts, instead of silently missing series).
+
+    Notes
+    -----
+    Mapping from the STATE document (suite ``S``, model ``M``, certificate ``C``, method ``K``):
+
+    - per method: ``certmon_risk_estimate`` (``risk_estimate``), ``certmon_risk_lower_bound`` /
+      ``certmon_risk_upper_bound`` (``cs_lower`` / ``cs_upper``, *omitted* when ``cs_valid`` is
+      false: an empty confidence sequence is never shown as an interval),
+      ``certmon_log_e_value{side}`` (``log_e_certify`` / ``log_e_violate``),
+      ``certmon_log_e_threshold`` (``log_threshold``), ``certmon_certificate_state{state}`` (one
+      sample per state, 1 for ``status``), ``certmon_certificate_certified_round`` /
+      ``certmon_certificate_violated_round`` (0 when null),
+      ``certmon_certificate_last_change_timestamp_seconds`` (``status_changed_ts``, omitted when
+      null), ``certmon_rho_weight_ratio{rho}`` (``rho_weights`` labelled by ``rhos`` formatted with
+      :func:`format_rho`; omitted when ``rhos`` is missing or of another length);
+    - per certificate: ``certmon_certificate_alpha``, ``certmon_certificate_delta``;
+    - per model: ``certmon_judge_bias`` (omitted when null), ``certmon_pending_units`` and the
+      counters ``certmon_rounds_total``, ``certmon_labels_total``, ``certmon_judge_events_total``,
+      ``certmon_unsolicited_labels_total``, ``certmon_label_requests_total`` and
+      ``certmon_expired_units_total{kind="pending"|"orphan_label"}`` from ``counts``.
+
+    A value that is missing, null, NaN or not a number is skipped (the series is absent for that
+    scrape) rather than exposed as a fake number; the rest of the document is still exposed.
+    Infinite values are exposed as ``+Inf``/``-Inf``. Labels are bounded by configuration
+    (suite, model, certificate, method, side, state, rho); example ids never become labels.
+    The top-level ``counters`` block is *not* exposed here: those operational counts belong to
+    :class:`monitor.metrics.OperationalMetrics`, which owns the names
+    ``certmon_events_*_total`` and ``certmon_alerts_emitted_total``.
+
+    Examples
+    --------
+    >>> from prometheus_client import CollectorRegistry, generate_latest
+    >>> state = {"suites": {"qa": {"models": {"m1": {
+    ...     "counts": {"rounds": 3, "labels": 3, "judge": 40},
+    ...     "certificates": {"risk": {"alpha": 0.1, "delta": 0.05, "methods": {"r_eval": {
+    ...         "status": "certified", "log_e_certify": 3.2, "log_e_violate": -1.0,
+    ...         "log_threshold": 2.9957, "risk_estimate": 0.02, "certified_at_round": 3}}}}}}}}}
+    >>> registry = CollectorRegistry()
+    >>> registry.register(StateCollector(lambda: state))
+    >>> registry.get_sample_value("certmon_certificate_state", {"suite": "qa", "model": "m1",
+    ...     "certificate": "risk", "method": "r_eval", "state": "certified"})
+    1.0
+    >>> registry.get_sample_value("certmon_rounds_total", {"suite": "qa", "model": "m1"})
+    3.0
+    """
+
+    def __init__(self, view_fn: Callable[[], Mapping[str, Any]]) -> None:
+        self._view_fn = view_fn
+
+    def describe(self) -> Iterable[Metric]:
+        """Return the (empty) metric families, so a registry can detect name clashes.
+
+        Returns
+        -------
+        Iterable[Metric]
+            One family per metric name this collector can expose.
+        """
+        return list(_Families().all())
+
+    def collect(self) -> Iterable[Metric]:
+        """Read the state once and convert it into metric families.
+
+        Returns
+        -------
+        Iterable[Metric]
+            Every family, possibly without samples (e.g. before the first event).
+        """
+        families = _Families()
+        view = self._read()
+        for suite, suite_view in sorted(_mapping(view.get("suites")).items()):
+            for model, model_view in sorted(_mapping(_mapping(suite_view).get("models")).items()):
+                _add_model(families, str(suite), str(model), _mapping(model_view))
+        return list(families.all())
+
+    def _read(self) -> Mapping[str, Any]:
+        # A view built while the engine thread mutates its dicts can raise RuntimeError
+        # ("dictionary changed size during iteration"): retry a few times before failing.
+        for _ in range(_READ_ATTEMPTS - 1):
+            try:
+                return _mapping(self._view_fn())
+            except RuntimeError:
+                continue
+        return _mapping(self._view_fn())
+
+
+def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, Any]) -> None:
+    key = [suite, model]
+    counts = _mapping(view.get("counts"))
+    for name, _, count_key in _COUNTERS:
+        number = _num(counts.get(count_key))
+        if number is not None:
+            families.counters[name].add_metric(key, number)
+    for kind, count_key in _EXPIRED_KINDS:
+        number = _num(counts.get(count_key))
+        if number is not None:
+            families.expired.add_metric([*key, kind], number)
+    families.gauge("certmon_judge_bias", key, view.get("judge_bias"))
+    families.gauge("certmon_pending_units", key, view.get("pending_units"))
+    for cert, cert_view in sorted(_mapping(view.get("certificates")).items()):
+        cert_map = _mapping(cert_view)
+        cert_key = [*key, str(cert)]
+        families.gauge("certmon_certificate_alpha", cert_key, cert_map.get("alpha"))
+        families.gauge("certmon_certificate_delta", cert_key, cert_map.get("delta"))
+        for method, method_view in sorted(_mapping(cert_map.get("methods")).items()):
+            _add_method(families, [*cert_key, str(method)], _mapping(method_view))
+
+
+def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
+    families.gauge("certmon_risk_estimate", key, view.get("risk_estimate"))
+    if view.get("cs_valid", True) is not False:
+        families.gauge("certmon_risk_lower_bound", key, view.get("cs_lower"))
+        families.gauge("certmon_risk_upper_bound", key, view.get("cs_upper"))
+    families.gauge("certmon_log_e_value", [*key, "certify"], view.get("log_e_certify"))
+    families.gauge("certmon_log_e_value", [*key, "violate"], view.get("log_e_violate"))
+    families.gauge("certmon_log_e_threshold", key, view.get("log_threshold"))
+    status = view.get("status")
+    if status in STATES:
+        for state in STATES:
+            families.gauge("certmon_certificate_state", [*key, state], float(state == status))
+    for side in ("certified", "violated"):
+        crossed = view.get(f"{side}_at_round")
+        families.gauge(f"certmon_certificate_{side}_round", key, 0 if crossed is None else crossed)
+    families.gauge(
+        "certmon_certificate_last_change_timestamp_seconds", key, view.get("status_changed_ts")
+    )
+    weights, rhos = view.get("rho_weights"), view.get("rhos")
+    if isinstance(weights, list) and isinstance(rhos, list) and len(weights) == len(rhos):
+        seen: set[str] = set()
+        for rho, weight in zip(rhos, weights, strict=True):
+            rho_value = _num(rho)
+            label = "" if rho_value is None else format_rho(rho_value)
+            if label and label not in seen:  # never two series with the same labels
+                seen.add(label)
+                families.gauge("certmon_rho_weight_ratio", [*key, label], weight)

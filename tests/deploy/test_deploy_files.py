@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.config import load_config, parse_config
+
+yaml = pytest.importorskip("yaml")
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+COMPOSE = DEPLOY / "docker-compose.yml"
+K8S = DEPLOY / "k8s"
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def test_compose_services_ports_and_mounts() -> None:
+    compose = load(COMPOSE)
+    services = compose["services"]
+    assert {"kafka", "kafka-init", "certmon", "simulator", "prometheus", "alertmanager",
+            "grafana"} <= set(services)
+    named_volumes = set(compose.get("volumes") or {})
+    host_ports: list[str] = []
+    for name, svc in services.items():
+        assert "image" in svc or "build" in svc, name
+        if "build" in svc:
+            assert (DEPLOY / svc["build"]["context"]).is_dir()
+            assert (DEPLOY / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file()
+        for port in svc.get("ports", []):
+            host_ports.append(str(port).split(":")[0])
+        for volume in svc.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), f"{name}: {source} does not exist"
+            else:
+                assert source in named_volumes, f"{name}: undeclared volume {source}"
+        for dep in svc.get("depends_on", {}):
+            assert dep in services, f"{name} depends on unknown {dep}"
+    assert len(host_ports) == len(set(host_ports)), "two services publish the same host port"
+    # The certmon port published, scraped and configured is one and the same.
+    cfg = load_config(DEPLOY / "certmon" / "certmon.toml")
+    assert f"{cfg.metrics.port}:{cfg.metrics.port}" in services["certmon"]["ports"]
+    prom = load(DEPLOY / "prometheus" / "prometheus.yml")
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "certmon")
+    assert job["static_configs"][0]["targets"] == [f"certmon:{cfg.metrics.port}"]
+    assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+        "alertmanager:9093"]
+
+
+def test_compose_config_with_docker_if_available() -> None:
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("docker CLI not installed (compose file parsed and checked above)")
+    version = subprocess.run([docker, "compose", "version"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    if version.returncode != 0:
+        pytest.skip("docker compose plugin not installed (compose file parsed and checked)")
+    proc = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_dockerfile_copies_existing_paths() -> None:
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY") and "--from" not in line:
+            for source in line.split()[1:-1]:
+                if source != "README.md":  # written by the lead; required by pyproject
+                    assert (REPO / source).exists(), source
+
+
+def test_grafana_provisioning() -> None:
+    ds = load(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml")
+    (source,) = ds["datasources"]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    prov = load(DEPLOY / "grafana" / "provisioning" / "dashboards" / "certmon.yml")
+    (provider,) = prov["providers"]
+    compose = load(COMPOSE)
+    mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"])
+    assert mounts["./grafana/dashboards"] == provider["options"]["path"]
+    assert mounts["./grafana/provisioning"] == "/etc/grafana/provisioning"
+
+
+def k8s_docs() -> dict[str, dict[str, Any]]:
+    docs: dict[str, dict[str, Any]] = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                docs[doc["kind"]] = doc
+    return docs
+
+
+def test_k8s_manifests_have_required_fields() -> None:
+    docs = k8s_docs()
+    for kind in ("Namespace", "ConfigMap", "StatefulSet", "Service", "ServiceMonitor",
+                 "PrometheusRule", "Kustomization"):
+        assert kind in docs, kind
+    for kind, doc in docs.items():
+        assert doc["apiVersion"], kind
+        if kind != "Kustomization":
+            assert doc["metadata"]["name"], kind
+            if kind != "Namespace":
+                assert doc["metadata"]["namespace"] == "certmon", kind
+    kustomization = docs["Kustomization"]
+    for resource in kustomization["resources"]:
+        assert (K8S / resource).is_file(), resource
+
+    sts, svc, sm = docs["StatefulSet"], docs["Service"], docs["ServiceMonitor"]
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    port_names = {p["name"] for p in container["ports"]}
+    assert {p["targetPort"] for p in svc["spec"]["ports"]} <= port_names
+    assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in svc["spec"]["ports"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    config_arg = container["args"][container["args"].index("--config") + 1]
+    assert config_arg.startswith(mounts["config"] + "/")
+
+    # The ConfigMap's certmon.toml is a valid certmon config, serving on the container port.
+    cfg = parse_config(docs["ConfigMap"]["data"]["certmon.toml"])
+    assert cfg.metrics.port == next(p["containerPort"] for p in container["ports"])
+    assert cfg.checkpoint.dir is not None and cfg.checkpoint.dir.startswith(mounts["data"])
+
+
+def test_compose_and_k8s_configs_agree_except_broker() -> None:
+    compose_cfg = tomllib.loads((DEPLOY / "certmon" / "certmon.toml").read_text())
+    k8s_cfg = tomllib.loads(k8s_docs()["ConfigMap"]["data"]["certmon.toml"])
+    compose_cfg["kafka"].pop("bootstrap_servers")
+    k8s_cfg["kafka"].pop("bootstrap_servers")
+    assert compose_cfg == k8s_cfg
+
+
+def test_kafka_topics_script_matches_default_topic_names() -> None:
+    from monitor.config_kafka import KafkaTopics
+
+    script = (DEPLOY / "kafka" / "create-topics.sh").read_text()
+    topics = KafkaTopics()
+    for name in (topics.events, topics.alerts, topics.requests, topics.dead_letters,
+                 topics.checkpoints):
+        assert f"create {name} " in script, name
