@@ -1,0 +1,385 @@
+"""The ``certmon`` command: replay, run, simulate, demo, inspect.
+
+Errors print one line (``certmon: error: ...``) and exit with status 2 (1 for an internal
+error, 130 when interrupted); ``--debug`` shows the traceback instead.
+
+Examples
+--------
+>>> main(["inspect", "/nonexistent/STATE.json"])
+2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import NoReturn
+
+import numpy as np
+
+from consumers.files import FileSource
+from consumers.progress import Ticker, inspect_lines, run_demo
+from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
+from monitor.checkpoint import LocalDirectoryStore
+from monitor.config import CertmonConfig, load_config, parse_config
+from monitor.errors import CertmonError, CheckpointError, ConfigError
+from monitor.simulate import DEFAULT_MODELS, SimModel, SimulationSpec, iter_jsonl
+from monitor.sinks import open_sink
+
+__all__ = ["DEMO_TOML", "build_parser", "main"]
+
+DEMO_TOML = """\
+# certmon demo: three simulated models in one suite, one certificate "risk <= 10%".
+[[suites]]
+name = "demo"
+models = ["good", "bad", "borderline"]
+audit_rate = 0.1
+
+[[suites.certificates]]
+name = "risk"
+alpha = 0.1
+delta = 0.05
+methods = ["r_eval", "r_autoeval", "r_autoeval_plus"]
+primary = "r_autoeval_plus"
+betting = "wsr"
+rhos = 10
+
+[metrics]
+host = "127.0.0.1"
+port = 9108
+
+[sinks]
+alerts = "none"
+"""
+
+
+# ---------------------------------------------------------------------- helpers
+def _sink_spec(flag: str | None, configured: str) -> str:
+    if flag is None:
+        return configured
+    return "stdout" if flag == "-" else f"file:{flag}"
+
+
+def _load(args: argparse.Namespace) -> CertmonConfig:
+    return load_config(args.config, args.overrides)
+
+
+# ---------------------------------------------------------------------- replay
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Offline, deterministic replay of a JSONL file into STATE.json."""
+    config = _load(args)
+    store = LocalDirectoryStore(args.checkpoint_dir) if args.checkpoint_dir else None
+    input_id = "-" if args.input == "-" else os.path.abspath(args.input)
+    probe = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store)
+    start = probe.restore()
+    if start is not None and start.get("path") != input_id:
+        raise CheckpointError(
+            f"the checkpoint in {args.checkpoint_dir} is for input {start.get('path')}, not "
+            f"{input_id}: use another --checkpoint-dir"
+        )
+    resume = start is not None
+    outputs = Outputs(
+        open_sink(_sink_spec(args.alerts_out, config.sinks.alerts), append=resume),
+        open_sink(_sink_spec(args.requests_out, config.sinks.requests), append=resume),
+        open_sink(_sink_spec(args.dead_letters_out, config.sinks.dead_letters), append=resume),
+    )
+    runner = Runner(config, outputs, store=store)
+    runner.engine = probe.engine
+    runner.start_position = start
+    restore_signals = install_signal_handlers(runner.stop)
+    source = FileSource(input_id, start=start, should_stop=lambda: runner.stopping)
+    if resume and not args.quiet:
+        print(f"certmon: resuming from checkpoint at line {start.get('line') if start else 0}",
+              file=sys.stderr)
+    t0 = time.monotonic()
+    ticker = Ticker(runner, t0, enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        runner.run(source)
+    finally:
+        restore_signals()
+        ticker.stop()
+        outputs.close()
+    if runner.stopping:
+        hint = "rerun the same command to resume" if store else "STATE.json not written"
+        print(f"certmon: interrupted; {hint}", file=sys.stderr)
+        return 130
+    write_state(args.state_out, runner.engine.state_view())
+    if not args.quiet:
+        n = runner.engine.events_in
+        dt = time.monotonic() - t0
+        print(f"certmon: {n} events in {dt:.1f}s; state written to {args.state_out}",
+              file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------- run
+def cmd_run(args: argparse.Namespace) -> int:
+    """Long-running service: source -> engine -> sinks, metrics, checkpoints."""
+    from prometheus_client import CollectorRegistry
+
+    config = _load(args)
+    if config.source.kind == "kafka":
+        from consumers.kafka_source import run_kafka
+
+        stop_event = threading.Event()
+        restore_signals = install_signal_handlers(stop_event.set)
+        try:
+            run_kafka(config, CollectorRegistry(), stop_event)
+        finally:
+            restore_signals()
+        return 0
+    from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
+
+    store = LocalDirectoryStore(config.checkpoint.dir) if config.checkpoint.dir else None
+    registry = CollectorRegistry()
+    ops = OperationalMetrics(registry)
+    probe = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store)
+    start = probe.restore()
+    resume = start is not None
+    outputs = Outputs(
+        open_sink(config.sinks.alerts, append=True),
+        open_sink(config.sinks.requests, append=True),
+        open_sink(config.sinks.dead_letters, append=True),
+    )
+    runner = Runner(config, outputs, store=store, metrics=ops)
+    runner.engine, runner.start_position = probe.engine, start
+    runner._synced = runner.engine.counters
+    registry.register(StateCollector(runner.view))
+    server = None
+    if config.metrics.enabled:
+        try:
+            server = serve_metrics(
+                registry, config.metrics.host, config.metrics.port, lambda: runner.ready
+            )
+        except OSError as exc:
+            outputs.close()
+            raise CertmonError(
+                f"cannot serve metrics on {config.metrics.host}:{config.metrics.port}: "
+                f"{exc.strerror or exc} (set metrics.port or metrics.enabled=false)"
+            ) from None
+        print(f"certmon: metrics on http://{config.metrics.host}:{server[0].server_port}/metrics",
+              file=sys.stderr)
+    path = "-" if config.source.kind == "stdin" else os.path.abspath(str(config.source.path))
+    if start is not None and start.get("path") != path:
+        outputs.close()
+        if server is not None:
+            stop_metrics(*server)
+        raise CheckpointError(
+            f"the checkpoint in {config.checkpoint.dir} is for input {start.get('path')}, not "
+            f"{path}: use another checkpoint.dir"
+        )
+    restore_signals = install_signal_handlers(runner.stop)
+    if resume:
+        print(f"certmon: resumed from checkpoint at line {start.get('line') if start else 0}",
+              file=sys.stderr)
+    source = FileSource(path, start=start, follow=config.source.follow,
+                        poll_seconds=config.source.poll_seconds,
+                        should_stop=lambda: runner.stopping, on_idle=runner.idle)
+    try:
+        runner.run(source)
+    finally:
+        restore_signals()
+        outputs.close()
+        if server is not None:
+            stop_metrics(*server)
+    if args.state_out:
+        write_state(args.state_out, runner.engine.state_view())
+    print(f"certmon: stopped after {runner.engine.events_in} events", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------- simulate
+def _parse_model(text: str) -> SimModel:
+    try:
+        return SimModel.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"--model {text!r}: {exc}") from None
+
+
+def _spec(args: argparse.Namespace, examples: int, models: tuple[SimModel, ...]) -> SimulationSpec:
+    try:
+        return SimulationSpec(
+            suite=args.suite,
+            models=models,
+            examples=examples,
+            audit_rate=args.audit_rate,
+            audit_mode=args.audit_mode,
+            audit_salt=args.audit_salt,
+            label_delay_mean=args.label_delay,
+            label_first_fraction=args.label_first,
+            unsolicited_rate=args.unsolicited,
+            drift_at=args.drift_at,
+            ts_format=args.ts_format,
+            max_events=args.events,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"simulate: {exc}") from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Write a synthetic event stream as JSONL."""
+    models = tuple(_parse_model(m) for m in args.model) if args.model else DEFAULT_MODELS
+    examples = args.examples
+    if examples is None:
+        per_example = len(models) * (1 + args.audit_rate + args.unsolicited)
+        examples = int((args.events or 10_000 * per_example) / per_example * 1.05) + 10
+    spec = _spec(args, examples, models)
+    rng = np.random.default_rng(args.seed)
+    n = 0
+    try:
+        out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
+    except OSError as exc:
+        raise CertmonError(f"cannot write {args.out}: {exc.strerror}") from None
+    try:
+        buf: list[bytes] = []
+        for line in iter_jsonl(spec, rng):
+            buf.append(line)
+            n += 1
+            if len(buf) >= 4096:
+                out.write(b"".join(buf))
+                buf.clear()
+        out.write(b"".join(buf))
+        out.flush()
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    if args.out != "-":
+        print(f"certmon: wrote {n} events to {args.out}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------- demo
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Simulate, monitor, serve metrics and show live progress until certificates settle."""
+    if args.config:
+        config = _load(args)
+    else:
+        config = parse_config(DEMO_TOML, args.overrides, source="<built-in demo config>")
+    return run_demo(config, args)
+
+
+# ---------------------------------------------------------------------- inspect
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print a readable summary of a checkpoint or a STATE.json file."""
+    for line in inspect_lines(args.path):
+        print(line)
+    return 0
+
+
+# ---------------------------------------------------------------------- parser
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser of ``certmon``."""
+    p = _Parser(
+        prog="certmon",
+        description="Anytime-valid risk certificates for models in production.",
+    )
+    p.add_argument("--debug", action="store_true", default=False,
+                   help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser, config_required: bool = True) -> None:
+        sp.add_argument("--config", required=config_required, help="TOML configuration file")
+        sp.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config key (dotted path; TOML value)")
+        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                    help="show tracebacks on errors")
+
+    r = sub.add_parser("replay", help="offline deterministic replay of a JSONL file")
+    common(r)
+    r.add_argument("--input", required=True, help="events JSONL file, or - for stdin")
+    r.add_argument("--state-out", required=True, help="where to write STATE.json")
+    r.add_argument("--alerts-out", help="alerts JSONL file (- for stdout)")
+    r.add_argument("--requests-out", help="label requests JSONL file (- for stdout)")
+    r.add_argument("--dead-letters-out", help="dead letters JSONL file (- for stdout)")
+    r.add_argument("--checkpoint-dir", help="checkpoint as it goes; a rerun resumes from it")
+    r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+    r.set_defaults(func=cmd_replay)
+
+    run = sub.add_parser("run", help="long-running service (file/stdin/Kafka source)")
+    common(run)
+    run.add_argument("--state-out", help="also write STATE.json when stopping")
+    run.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("simulate", help="write a synthetic event stream as JSONL")
+    s.add_argument("--out", default="-", help="output file (default: stdout)")
+    s.add_argument("--examples", type=int, help="examples (each answered by every model)")
+    s.add_argument("--events", type=int, help="stop after this many events")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--suite", default="demo")
+    s.add_argument("--model", action="append", metavar="NAME:RISK[:GAMMA[:DRIFT_RISK]]",
+                   help="a model with its true risk, judge accuracy and risk after drift "
+                        "(repeatable; default: good, bad, borderline)")
+    s.add_argument("--audit-rate", type=float, default=0.1)
+    s.add_argument("--audit-mode", choices=["flag", "hash"], default="flag",
+                   help="flag: judge events carry audit true/false; hash: certmon decides")
+    s.add_argument("--audit-salt", default="")
+    s.add_argument("--label-delay", type=float, default=30.0, help="mean label delay (events)")
+    s.add_argument("--label-first", type=float, default=0.05,
+                   help="fraction of labels arriving before their judge event")
+    s.add_argument("--unsolicited", type=float, default=0.001,
+                   help="rate of unsolicited labels on unaudited units")
+    s.add_argument("--drift-at", type=int, help="example index where models switch to DRIFT_RISK")
+    s.add_argument("--ts-format", choices=["epoch", "rfc3339"], default="epoch")
+    s.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                    help="show tracebacks on errors")
+    s.set_defaults(func=cmd_simulate)
+
+    d = sub.add_parser("demo", help="simulate + monitor + metrics + live table (start here)")
+    common(d, config_required=False)
+    d.add_argument("--port", type=int, help="metrics port (default 9108; a free one if busy)")
+    d.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--max-events", type=int, default=150_000)
+    d.add_argument("--max-seconds", type=float, default=50.0, help="stop after this long")
+    d.add_argument("--rate", type=float, default=3000.0, help="events per second (0: no limit)")
+    d.add_argument("--state-out", help="write STATE.json at the end")
+    d.add_argument("--alerts-out", help="alerts JSONL file")
+    d.set_defaults(func=cmd_demo)
+
+    i = sub.add_parser("inspect", help="summarize a checkpoint or STATE.json")
+    i.add_argument("path")
+    i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                    help="show tracebacks on errors")
+    i.set_defaults(func=cmd_inspect)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``certmon`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc: int = args.func(args)
+        return rc
+    except CertmonError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"certmon: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("certmon: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"certmon: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+              file=sys.stderr)
+        return 1
+
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,391 @@
+r"""Human-readable views of the state: the live demo table, summaries, ``certmon inspect``.
+
+Everything here reads the STATE.json document (``Engine.state_view()``) and returns text.
+
+Examples
+--------
+>>> view = {"suites": {"qa": {"models": {"m": {
+...     "counts": {"judge": 10, "labels": 2, "rounds": 2},
+...     "certificates": {"risk": {"alpha": 0.1, "delta": 0.05, "methods": {"r_eval": {
+...         "rounds": 2, "status": "pending", "certified_at_round": None,
+...         "violated_at_round": None, "cs_lower": 0.0, "cs_upper": 0.9,
+...         "risk_estimate": 0.5}}}}}}}}}
+>>> print("\n".join(render_table(view)))
+suite/model  cert  alpha  rounds  labels  judge  risk   CS              r_eval
+qa/m         risk  0.1         2       2     10  0.500  [0.000, 0.900]  pending
+>>> status_cell({"status": "certified", "certified_at_round": 7})
+'certified@7'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import numpy as np
+
+from consumers.runner import IterSource, Outputs, Runner
+from monitor.checkpoint import atomic_write, decode_checkpoint
+from monitor.config import CertmonConfig
+from monitor.errors import CertmonError, CheckpointError
+from monitor.simulate import DEFAULT_MODELS, SimulationSpec, iter_jsonl
+from monitor.sinks import MemorySink, NullSink, open_sink
+from monitor.state.model import ModelState
+
+__all__ = [
+    "METHOD_LABELS",
+    "Ticker",
+    "inspect_lines",
+    "iter_rows",
+    "one_line",
+    "render_table",
+    "run_demo",
+    "status_cell",
+    "summary_lines",
+    "view_from_snapshot",
+]
+
+METHOD_LABELS = {"r_eval": "R-Eval", "r_autoeval": "R-AutoEval", "r_autoeval_plus": "R-AutoEval+"}
+
+
+def status_cell(m: dict[str, Any]) -> str:
+    """``certified@ROUND``, ``violated@ROUND`` or ``pending``."""
+    status = str(m.get("status", "pending"))
+    if status == "certified":
+        return f"certified@{m.get('certified_at_round')}"
+    if status == "violated":
+        return f"violated@{m.get('violated_at_round')}"
+    return status
+
+
+def _fmt(x: Any, spec: str = ".3f") -> str:
+    return "-" if x is None else format(float(x), spec)
+
+
+_Row = tuple[str, str, str, dict[str, Any], dict[str, Any]]
+
+
+def iter_rows(view: dict[str, Any]) -> Iterator[_Row]:
+    """Yield ``(suite, model, certificate, model_view, certificate_view)`` in sorted order."""
+    for suite in sorted(view.get("suites", {})):
+        models = view["suites"][suite].get("models", {})
+        for model in sorted(models):
+            mv = models[model]
+            for cert in sorted(mv.get("certificates", {})):
+                yield suite, model, cert, mv, mv["certificates"][cert]
+
+
+def _primary(cv: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    methods = cv.get("methods", {})
+    name = "r_autoeval_plus" if "r_autoeval_plus" in methods else sorted(methods)[0]
+    return name, methods[name]
+
+
+def render_table(view: dict[str, Any]) -> list[str]:
+    """Render a table: one row per suite/model/certificate, one status column per method."""
+    methods: list[str] = []
+    for *_, cv in iter_rows(view):
+        for meth in cv.get("methods", {}):
+            if meth not in methods:
+                methods.append(meth)
+    order: list[str] = [m for m in ("r_eval", "r_autoeval", "r_autoeval_plus") if m in methods]
+    order += [m for m in methods if m not in order]
+    header = ["suite/model", "cert", "alpha", "rounds", "labels", "judge", "risk", "CS", *order]
+    rows = [header]
+    for suite, model, cert, mv, cv in iter_rows(view):
+        _, pm = _primary(cv)
+        counts = mv.get("counts", {})
+        rows.append(
+            [
+                f"{suite}/{model}",
+                cert,
+                f"{cv.get('alpha')}",
+                str(counts.get("rounds", 0)),
+                str(counts.get("labels", 0)),
+                str(counts.get("judge", 0)),
+                _fmt(pm.get("risk_estimate")),
+                f"[{_fmt(pm.get('cs_lower'))}, {_fmt(pm.get('cs_upper'))}]",
+                *[status_cell(cv["methods"][m]) if m in cv["methods"] else "" for m in order],
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {3, 4, 5}
+    lines = []
+    for r in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def one_line(view: dict[str, Any], elapsed: float) -> str:
+    """Render a compact single-line progress report (for non-TTY output).
+
+    Examples
+    --------
+    >>> one_line({"suites": {}, "counters": {"events_in": 5}}, 1.0)
+    '[1s] events=5'
+    """
+    parts = [f"[{elapsed:.0f}s] events={view.get('counters', {}).get('events_in', 0)}"]
+    for _, model, cert, mv, cv in iter_rows(view):
+        _, pm = _primary(cv)
+        parts.append(
+            f"{model}/{cert}: {status_cell(pm)} rounds={mv.get('counts', {}).get('rounds', 0)} "
+            f"CS=[{_fmt(pm.get('cs_lower'))}, {_fmt(pm.get('cs_upper'))}]"
+        )
+    return " | ".join(parts)
+
+
+def summary_lines(view: dict[str, Any]) -> list[str]:
+    """Table plus, per certificate decided, how many labels each method needed."""
+    lines = render_table(view)
+    notes: list[str] = []
+    for _, model, cert, _, cv in iter_rows(view):
+        decided = []
+        for meth, mv in cv.get("methods", {}).items():
+            r = mv.get("certified_at_round") or mv.get("violated_at_round")
+            if r is not None:
+                decided.append(f"{METHOD_LABELS.get(meth, meth)} {r}")
+        if decided:
+            notes.append(f"  {model}/{cert}: labels needed to decide: " + ", ".join(decided))
+    if notes:
+        lines += ["", *notes]
+    c = view.get("counters")
+    if c:
+        rej = sum(c.get("rejected", {}).values())
+        dup = sum(c.get("duplicates", {}).values())
+        lines += [
+            "",
+            f"events {c.get('events_in', 0)}, rejected {rej}, duplicates {dup}, "
+            f"label requests {c.get('label_requests', 0)}, alerts "
+            + ", ".join(f"{k} {v}" for k, v in c.get("alerts", {}).items() if v),
+        ]
+    return lines
+
+
+def inspect_lines(path: str) -> list[str]:
+    """Readable summary of a checkpoint (verified) or a STATE.json file (``certmon inspect``).
+
+    Raises
+    ------
+    CertmonError
+        Unreadable file, neither kind of document, or a corrupt checkpoint.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise CertmonError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise CertmonError(f"{path} is neither a checkpoint nor a STATE.json (not JSON)") from None
+    if isinstance(doc, dict) and doc.get("format") == "certmon.checkpoint":
+        snapshot, position = decode_checkpoint(data)
+        try:
+            view = view_from_snapshot(snapshot)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint is corrupt: malformed engine state ({exc!r})"
+            ) from None
+        written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(doc["written_at"])))
+        head = [
+            f"checkpoint {path} (version {doc['version']}, written {written}, sha256 ok)",
+            f"position: {json.dumps(position, sort_keys=True)}",
+        ]
+    elif isinstance(doc, dict) and "suites" in doc:
+        view, head = doc, [f"state {path}"]
+    else:
+        raise CertmonError(f"{path} is neither a checkpoint nor a STATE.json")
+    return [*head, "", *summary_lines(view)]
+
+
+def view_from_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """Rebuild a STATE.json-like view from an engine snapshot without its configuration.
+
+    Only what the snapshot holds is shown (statuses are the effective ones recorded in it).
+    """
+    suites: dict[str, Any] = {}
+    for sd in snapshot.get("suites", []):
+        models: dict[str, Any] = {}
+        for md in sd.get("models", []):
+            m = ModelState.from_dict(md)
+            certs: dict[str, Any] = {}
+            for (cert, meth), mon in m.monitors.items():
+                eff = m.effective[(cert, meth)]
+                cv = certs.setdefault(cert, {"alpha": mon.alpha, "delta": mon.delta, "methods": {}})
+                cv["methods"][meth] = {
+                    "rounds": mon.rounds,
+                    "status": eff.status,
+                    "certified_at_round": eff.certified_at_round,
+                    "violated_at_round": eff.violated_at_round,
+                    "cs_lower": mon.cs_lower,
+                    "cs_upper": mon.cs_upper,
+                    "risk_estimate": mon.risk_estimate if mon.rounds else None,
+                }
+            models[m.name] = {"counts": dict(m.counts), "certificates": certs}
+        suites[str(sd.get("name"))] = {"models": models}
+    return {"suites": suites, "counters": snapshot.get("counters", {})}
+
+
+# ---------------------------------------------------------------------- demo
+def _primary_statuses(view: dict[str, Any]) -> list[str]:
+    return [str(_primary(cv)[1].get("status")) for *_, cv in iter_rows(view)]
+
+
+def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
+    """``certmon demo``: simulate, monitor, serve metrics, live table, summary.
+
+    Stops when every certificate's primary method has settled (certified or violated),
+    after ``args.max_events`` events, or on Ctrl-C; then prints a summary.
+    """
+    from prometheus_client import CollectorRegistry
+
+    from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
+
+    suite = config.suites[0]
+    name = suite.name if not any(ch in suite.name for ch in "*?[") else "demo"
+    rate = args.rate if args.rate and args.rate > 0 else None
+    config = config.model_copy(
+        update={"source": config.source.model_copy(update={"max_events_per_second": rate})}
+    )
+    spec = SimulationSpec(
+        suite=name,
+        models=DEFAULT_MODELS,
+        examples=args.max_events,
+        audit_rate=suite.audit_rate,
+        max_events=args.max_events,
+    )
+    alerts: list[dict[str, Any]] = []
+    sink = open_sink(f"file:{args.alerts_out}") if args.alerts_out else MemorySink()
+    outputs = Outputs(sink, NullSink(), NullSink())
+    registry = CollectorRegistry()
+    ops = OperationalMetrics(registry)
+    runner = Runner(config, outputs, metrics=ops, on_alert=alerts.append)
+    registry.register(StateCollector(runner.view))
+    out = sys.stdout
+    server = None
+    if not args.no_metrics:
+        host = config.metrics.host
+        port = args.port if args.port is not None else config.metrics.port
+        try:
+            server = serve_metrics(registry, host, port, lambda: runner.ready)
+        except OSError:
+            server = serve_metrics(registry, host, 0, lambda: runner.ready)
+            print(f"port {port} is busy; using port {server[0].server_port} instead", file=out)
+        print(f"metrics: http://{host}:{server[0].server_port}/metrics", file=out)
+    truth = ", ".join(f"{m.name} (risk {m.risk}, judge accuracy {m.judge_accuracy})"
+                      for m in spec.models)
+    cert = suite.certificates[0]
+    print(f"simulating suite {name!r}: {truth}", file=out)
+    print(f"certificate {cert.name!r}: risk <= {cert.alpha} at confidence {1 - cert.delta:g}, "
+          f"audit rate {suite.audit_rate}", file=out)
+    print("", file=out, flush=True)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    old_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        old_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    display = _LiveDisplay(runner, alerts, out)
+    source = IterSource(iter_jsonl(spec, np.random.default_rng(args.seed)))
+    thread = threading.Thread(target=runner.run, args=(source,), daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(1.0)
+            view = display.refresh()
+            statuses = _primary_statuses(view)
+            if statuses and all(s in ("certified", "violated") for s in statuses):
+                runner.stop()
+            if time.monotonic() - display.t0 > args.max_seconds:
+                runner.stop()
+        thread.join()
+        view = runner.view()
+        display.refresh(final=True)
+    finally:
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+        outputs.close()
+        if server is not None:
+            stop_metrics(*server)
+    settled = all(s in ("certified", "violated") for s in _primary_statuses(view))
+    print("", file=out)
+    why = "certificates settled" if settled else "stopped before every certificate settled"
+    print(f"summary ({why}, {time.monotonic() - display.t0:.0f}s):", file=out)
+    for line in summary_lines(view):
+        print(line, file=out)
+    if args.state_out:
+        data = json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n"
+        atomic_write(args.state_out, data.encode())
+        print(f"state written to {args.state_out}", file=out)
+    return 0
+
+
+class _LiveDisplay:
+    """Redraw the table about once per second (plain lines when not a terminal)."""
+
+    def __init__(self, runner: Runner, alerts: list[dict[str, Any]], out: TextIO) -> None:
+        self.runner = runner
+        self.alerts = alerts
+        self.out = out
+        self.tty = out.isatty()
+        self.t0 = time.monotonic()
+        self._shown_alerts = 0
+        self._height = 0
+
+    def refresh(self, final: bool = False) -> dict[str, Any]:
+        view = self.runner.view()
+        elapsed = time.monotonic() - self.t0
+        new = self.alerts[self._shown_alerts:]
+        self._shown_alerts += len(new)
+        lines = [f"alert: {a['kind']} {a['suite']}/{a['model']} {a['certificate']} "
+                 f"({a['method']}) after {a['round']} labels" for a in new]
+        if self.tty:
+            if self._height:
+                self.out.write(f"\x1b[{self._height}F\x1b[J")
+            table = [f"{view['counters']['events_in']} events, {elapsed:.0f}s", *render_table(view)]
+            self.out.write("\n".join([*lines, *table]) + "\n")
+            self._height = len(table)
+        else:
+            for line in lines:
+                self.out.write(line + "\n")
+            if not final:
+                self.out.write(one_line(view, elapsed) + "\n")
+        self.out.flush()
+        return view
+
+
+class Ticker:
+    """Progress on stderr once per second while a long replay runs (TTY only)."""
+
+    def __init__(self, runner: Runner, t0: float, enabled: bool) -> None:
+        self._done = threading.Event()
+        self._runner = runner
+        self._t0 = t0
+        self._thread: threading.Thread | None = None
+        if enabled:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(1.0):
+            n = self._runner.engine.events_in
+            print(f"\r{n} events, {time.monotonic() - self._t0:.0f}s", end="", file=sys.stderr)
+
+    def stop(self) -> None:
+        """Stop printing (ends the progress line)."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            print(file=sys.stderr)

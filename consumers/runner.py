@@ -1,0 +1,362 @@
+r"""The service loop: source -> engine -> sinks, with checkpoints and metrics.
+
+:class:`Runner` owns one :class:`~monitor.engine.Engine`. It restores it from the
+checkpoint store (if any), feeds it the source from the checkpoint's position, emits alerts,
+label requests and dead letters to their sinks, and checkpoints every ``every_events``
+events, every ``every_seconds`` seconds and when it stops (end of input or
+:meth:`Runner.stop`, e.g. from a SIGTERM handler).
+
+Delivery: sinks are flushed before each checkpoint is written, so every output of the
+events a checkpoint covers is durable. After a crash, the events after the checkpoint are
+processed again and their outputs re-emitted with the same alert ids (*at-least-once*;
+receivers deduplicate by id). The state itself counts every event exactly once.
+
+Examples
+--------
+>>> from monitor.config import parse_config
+>>> from monitor.sinks import MemorySink
+>>> cfg = parse_config("[[suites]]\naudit_rate=1.0\n[[suites.certificates]]\nname='r'\n"
+...                    "alpha=0.5\ndelta=0.1\nmethods=['r_eval']\ncs_grid=20")
+>>> out = Outputs(MemorySink(), MemorySink(), MemorySink())
+>>> runner = Runner(cfg, out)
+>>> events = [b'{"type": "judge", "event_id": "e1", "suite": "s", "model": "m",'
+...           b' "example_id": "x", "loss": 0, "ts": 1}', b'not json']
+>>> runner.run(IterSource(events))
+>>> runner.engine.events_in, out.dead_letters.records[0]["reason"]
+(2, 'invalid_json')
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Protocol
+
+from monitor.checkpoint import (
+    CheckpointStore,
+    Position,
+    atomic_write,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+from monitor.config import CertmonConfig
+from monitor.engine import Engine
+from monitor.errors import CertmonError, CheckpointError
+from monitor.events import dead_letter_record
+from monitor.metrics import OperationalMetrics
+from monitor.sinks import Sink
+
+__all__ = [
+    "EventSource",
+    "IterSource",
+    "Outputs",
+    "Runner",
+    "install_signal_handlers",
+    "write_state",
+]
+
+
+class EventSource(Protocol):
+    """What :class:`Runner` reads: raw events plus resumable positions."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Raw events."""
+
+    def position(self) -> Position:
+        """Position after the last event yielded."""
+
+    def last_event_source(self) -> dict[str, Any]:
+        """Where the last event came from (for dead letters)."""
+
+
+class IterSource:
+    """Adapt an iterable of raw events (position = number of events consumed)."""
+
+    def __init__(self, events: Iterable[bytes], start: Position | None = None) -> None:
+        self._events = events
+        self.count = int(start.get("count", 0)) if start else 0
+        self._skip = self.count
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self._events:
+            if self._skip:
+                self._skip -= 1
+                continue
+            self.count += 1
+            yield raw
+
+    def position(self) -> Position:
+        """``{"kind": "iter", "count": N}``."""
+        return {"kind": "iter", "count": self.count}
+
+    def last_event_source(self) -> dict[str, Any]:
+        """``{"kind": "iter", "index": N}`` (1-based)."""
+        return {"kind": "iter", "index": self.count}
+
+
+@dataclass
+class Outputs:
+    """The three output sinks."""
+
+    alerts: Sink
+    requests: Sink
+    dead_letters: Sink
+
+    def flush(self) -> None:
+        """Flush every sink."""
+        self.alerts.flush()
+        self.requests.flush()
+        self.dead_letters.flush()
+
+    def close(self) -> None:
+        """Close every sink."""
+        self.alerts.close()
+        self.requests.close()
+        self.dead_letters.close()
+
+
+class Runner:
+    """Drive an engine from a source to sinks with checkpoints (see the module docstring).
+
+    Parameters
+    ----------
+    config : CertmonConfig
+    outputs : Outputs
+    store : CheckpointStore, optional
+        Without a store there are no checkpoints and no resume.
+    key : str
+        Checkpoint key (default ``config.checkpoint.key``).
+    metrics : OperationalMetrics, optional
+        Updated every 256 events and at each checkpoint.
+    on_alert : callable, optional
+        Called with every alert after it was emitted (progress display).
+    """
+
+    SYNC_EVERY = 256
+
+    def __init__(
+        self,
+        config: CertmonConfig,
+        outputs: Outputs,
+        store: CheckpointStore | None = None,
+        key: str | None = None,
+        metrics: OperationalMetrics | None = None,
+        on_alert: Callable[[dict[str, Any]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.outputs = outputs
+        self.store = store
+        self.key = key or config.checkpoint.key
+        self.metrics = metrics
+        self.on_alert = on_alert
+        self.every_events = config.checkpoint.every_events
+        self.every_seconds = config.checkpoint.every_seconds
+        self.rate_limit = config.source.max_events_per_second
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._viewers = 0
+        self._viewers_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.engine = Engine(config)
+        self.start_position: Position | None = None
+        self.checkpoints = 0
+        self.ready = False
+        self._since_ckpt = 0
+        self._last_ckpt = 0.0
+        self._source: EventSource | None = None
+        self._synced: dict[str, Any] = self._counter_snapshot()
+
+    # ------------------------------------------------------------------ lifecycle
+    def restore(self) -> Position | None:
+        """Load the last checkpoint (if any) into a fresh engine; return its position.
+
+        Raises
+        ------
+        CheckpointError
+            Corrupt, unknown version, or written with a different configuration.
+        """
+        if self.store is None:
+            return None
+        data = self.store.load(self.key)
+        if data is None:
+            return None
+        snapshot, position = decode_checkpoint(data)
+        self.engine = Engine.restore(self.config, snapshot)
+        self.start_position = position
+        self._synced = self._counter_snapshot()
+        return position
+
+    def stop(self) -> None:
+        """Ask the loop to stop after the current event (signal-handler safe)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    def view(self) -> dict[str, Any]:
+        """Thread-safe ``Engine.state_view()`` (for the metrics collector and progress)."""
+        with self._viewers_lock:
+            self._viewers += 1
+        try:
+            with self._lock:
+                return self.engine.state_view()
+        finally:
+            with self._viewers_lock:
+                self._viewers -= 1
+
+    # ------------------------------------------------------------------ loop
+    def run(self, source: EventSource) -> None:
+        """Process the source until it ends or :meth:`stop` is called; checkpoint at the end."""
+        engine = self.engine
+        out = self.outputs
+        process = engine.process
+        emit_alert = out.alerts.emit
+        emit_request = out.requests.emit
+        lock = self._lock
+        stop = self._stop
+        metrics = self.metrics
+        n = 0
+        self._since_ckpt = 0
+        self._last_ckpt = self._clock()
+        t_start = self._clock()
+        self._source = source
+        self.ready = True
+        if metrics is not None:
+            metrics.set_up(True)
+        try:
+            for raw in source:
+                if self._viewers:
+                    self._yield_to_viewers()
+                timed = metrics is not None and n % 64 == 0
+                t0 = time.perf_counter() if timed else 0.0
+                with lock:
+                    res = process(raw)
+                if timed and metrics is not None:
+                    metrics.observe_event(time.perf_counter() - t0)
+                if res.rejection is not None:
+                    out.dead_letters.emit(
+                        dead_letter_record(res.rejection, raw, source.last_event_source())
+                    )
+                for req in res.requests:
+                    emit_request(req)
+                for alert in res.alerts:
+                    emit_alert(alert)
+                    if self.on_alert is not None:
+                        self.on_alert(alert)
+                n += 1
+                self._since_ckpt += 1
+                if n % self.SYNC_EVERY == 0:
+                    self._sync_metrics()
+                    now = self._clock()
+                    if self.rate_limit is not None:
+                        ahead = n / self.rate_limit - (now - t_start)
+                        if ahead > 0:
+                            stop.wait(ahead)
+                    if self.store is not None and now - self._last_ckpt >= self.every_seconds:
+                        self._checkpoint(source)
+                if self.store is not None and self._since_ckpt >= self.every_events:
+                    self._checkpoint(source)
+                if stop.is_set():
+                    break
+        finally:
+            if metrics is not None:
+                metrics.set_up(False)
+            self._source = None
+        self._sync_metrics()
+        if self.store is not None:
+            self._checkpoint(source)
+        else:
+            out.flush()
+
+    def idle(self) -> None:
+        """Call while the source waits for data: flush outputs, checkpoint if due."""
+        source = self._source
+        if source is None:
+            return
+        self._sync_metrics()
+        due = self._clock() - self._last_ckpt >= self.every_seconds
+        if self.store is not None and self._since_ckpt and due:
+            self._checkpoint(source)  # flushes the outputs first
+        else:
+            self.outputs.flush()
+
+    def _yield_to_viewers(self) -> None:
+        deadline = time.monotonic() + 1.0
+        while self._viewers and time.monotonic() < deadline:
+            time.sleep(0.0005)
+
+    def _checkpoint(self, source: EventSource) -> None:
+        assert self.store is not None
+        t0 = time.perf_counter()
+        try:
+            self.outputs.flush()
+            with self._lock:
+                snapshot = self.engine.snapshot()
+            data = encode_checkpoint(snapshot, source.position())
+            self.store.save(self.key, data)
+        except (CheckpointError, OSError):
+            if self.metrics is not None:
+                self.metrics.checkpoint_failed()
+            raise
+        self.checkpoints += 1
+        self._since_ckpt = 0
+        self._last_ckpt = self._clock()
+        if self.metrics is not None:
+            self.metrics.checkpoint_written(time.perf_counter() - t0, time.time())
+
+    # ------------------------------------------------------------------ metrics
+    def _counter_snapshot(self) -> dict[str, Any]:
+        return self.engine.counters
+
+    def _sync_metrics(self) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        now = self._counter_snapshot()
+        before = self._synced
+        if now["events_in"] > before["events_in"]:
+            m.events_received(now["events_in"] - before["events_in"])
+        for reason, v in now["rejected"].items():
+            for _ in range(v - before["rejected"].get(reason, 0)):
+                m.rejected(reason)
+        for reason, v in now["duplicates"].items():
+            for _ in range(v - before["duplicates"].get(reason, 0)):
+                m.duplicate(reason)
+        for kind, v in now["alerts"].items():
+            for _ in range(v - before["alerts"].get(kind, 0)):
+                m.alert_emitted(kind)
+        self._synced = now
+
+
+def write_state(path: str, view: dict[str, Any]) -> None:
+    """Write STATE.json atomically (sorted keys, indented, no NaN)."""
+    data = json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    try:
+        atomic_write(path, data.encode())
+    except OSError as exc:
+        raise CertmonError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def install_signal_handlers(stop: Callable[[], None]) -> Callable[[], None]:
+    """Route SIGTERM/SIGINT to ``stop``; return a function restoring the old handlers."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop()
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+    return restore

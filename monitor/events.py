@@ -1,0 +1,296 @@
+r"""Input events: one strict pydantic model, validated once at the boundary.
+
+An event is one JSON object (a line of a JSONL file or a Kafka record value)::
+
+    {"type": "judge"|"label", "event_id": str, "suite": str, "model": str,
+     "example_id": str, "loss": float in [0, 1], "ts": RFC 3339 string or epoch seconds}
+
+with optional ``audit: bool`` (judge events only), ``stratum: str``, ``judge: str`` and
+``embedding: list[float]``. :func:`decode_event` turns raw bytes into an :class:`Event`
+or a :class:`Rejection` carrying one of the fixed reason codes
+(:data:`REJECTION_REASONS`) and a precise, human-readable detail.
+
+Examples
+--------
+>>> ev = decode_event(b'{"type": "judge", "event_id": "e1", "suite": "qa", "model": "m1",'
+...                   b' "example_id": "x1", "loss": 0, "ts": "2024-01-01T00:00:00Z"}')
+>>> ev.loss, ev.ts
+(0.0, 1704067200.0)
+>>> r = decode_event(b'{"type": "judge", "event_id": "e1", "suite": "qa", "model": "m1",'
+...                  b' "example_id": "x1", "loss": 1.5, "ts": 0}')
+>>> r.reason, r.detail
+('out_of_range', 'loss: Input should be less than or equal to 1 (got 1.5)')
+>>> decode_event(b"\xff\xfe").reason
+'undecodable'
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "REJECTION_REASONS",
+    "Event",
+    "Rejection",
+    "dead_letter_record",
+    "decode_event",
+    "parse_timestamp",
+    "peek_route",
+]
+
+DEFAULT_MAX_EVENT_BYTES: Final = 64 * 1024
+REJECTION_REASONS: Final = (
+    "undecodable",
+    "oversized",
+    "invalid_json",
+    "missing_field",
+    "unknown_field",
+    "wrong_type",
+    "out_of_range",
+    "not_finite",
+    "invalid_value",
+)
+
+_RFC3339 = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_timestamp(value: str) -> float:
+    """Parse an RFC 3339 timestamp (offset required) into epoch seconds.
+
+    Parameters
+    ----------
+    value : str
+        For example ``"2024-01-01T00:00:00.5Z"`` or ``"2024-01-01T02:00:00+02:00"``.
+        Fractions beyond microseconds are truncated.
+
+    Returns
+    -------
+    float
+        Seconds since the Unix epoch.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not RFC 3339 (a date alone or a missing offset is refused).
+
+    Examples
+    --------
+    >>> parse_timestamp("2024-01-01T02:00:00+02:00")
+    1704067200.0
+    >>> parse_timestamp("2024-01-01T00:00:00.25z")
+    1704067200.25
+    """
+    m = _RFC3339.match(value)
+    if m is None:
+        raise ValueError(
+            f"ts must be epoch seconds or an RFC 3339 timestamp with offset, got {value!r}"
+        )
+    date, clock, frac, offset = m.groups()
+    frac = (frac or "")[:7]
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    try:
+        return datetime.fromisoformat(f"{date}T{clock}{frac}{offset}").timestamp()
+    except ValueError as exc:
+        raise ValueError(f"ts {value!r} is not a valid time: {exc}") from None
+
+
+def _ts_before(value: object) -> object:
+    if isinstance(value, str):
+        return parse_timestamp(value)
+    return value
+
+
+_NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class Event(BaseModel):
+    """One validated judge or label event (immutable).
+
+    ``ts`` is always epoch seconds after validation (RFC 3339 strings are converted).
+
+    Examples
+    --------
+    >>> Event.model_validate_json(b'{"type": "label", "event_id": "e", "suite": "s",'
+    ...     b' "model": "m", "example_id": "x", "loss": 1, "ts": 5}').type
+    'label'
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    type: Literal["judge", "label"]
+    event_id: _NonEmpty
+    suite: _NonEmpty
+    model: _NonEmpty
+    example_id: _NonEmpty
+    loss: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+    ts: Annotated[float, Field(allow_inf_nan=False), BeforeValidator(_ts_before)]
+    audit: bool | None = None
+    stratum: str | None = None
+    judge: str | None = None
+    embedding: list[Annotated[float, Field(allow_inf_nan=False)]] | None = None
+
+
+_validate_json = Event.__pydantic_validator__.validate_json
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an event was refused: a reason code from :data:`REJECTION_REASONS` and a detail."""
+
+    reason: str
+    detail: str
+
+
+_REASON_OF_TYPE: Final[dict[str, str]] = {
+    "missing": "missing_field",
+    "extra_forbidden": "unknown_field",
+    "model_type": "wrong_type",
+    "model_attributes_type": "wrong_type",
+    "string_type": "wrong_type",
+    "float_type": "wrong_type",
+    "float_parsing": "wrong_type",
+    "bool_type": "wrong_type",
+    "list_type": "wrong_type",
+    "int_type": "wrong_type",
+    "finite_number": "not_finite",
+    "greater_than_equal": "out_of_range",
+    "less_than_equal": "out_of_range",
+    "greater_than": "out_of_range",
+    "less_than": "out_of_range",
+    "string_too_short": "invalid_value",
+    "literal_error": "invalid_value",
+    "value_error": "invalid_value",
+}
+# Most specific first: a field that fails in several union branches reports its best reason.
+_PRIORITY: Final = (
+    "unknown_field",
+    "missing_field",
+    "not_finite",
+    "out_of_range",
+    "invalid_value",
+    "wrong_type",
+)
+_MAX_DETAIL: Final = 500
+
+
+def _classify(exc: ValidationError, raw: bytes) -> Rejection:
+    errors = exc.errors(include_url=False)
+    if any(e["type"] == "json_invalid" for e in errors):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as ude:
+            return Rejection("undecodable", f"not valid UTF-8: {ude}")
+        return Rejection("invalid_json", str(errors[0]["msg"])[:_MAX_DETAIL])
+    by_field: dict[str, list[tuple[str, str]]] = {}
+    for e in errors:
+        loc = e["loc"]
+        field = str(loc[0]) if loc else "<event>"
+        path = ".".join(str(p) for p in loc if p not in ("float", "str"))
+        reason = _REASON_OF_TYPE.get(e["type"], "invalid_value")
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"] not in ("missing", "extra_forbidden", "model_type", "value_error"):
+            msg += f" (got {_short(e.get('input'))})"
+        by_field.setdefault(field, []).append((reason, f"{path or '<event>'}: {msg}"))
+    chosen: list[tuple[str, str]] = []
+    for items in by_field.values():
+        items.sort(key=lambda rm: _PRIORITY.index(rm[0]) if rm[0] in _PRIORITY else 99)
+        chosen.append(items[0])
+    chosen.sort(key=lambda rm: _PRIORITY.index(rm[0]) if rm[0] in _PRIORITY else 99)
+    detail = "; ".join(d for _, d in chosen)
+    return Rejection(chosen[0][0], detail[:_MAX_DETAIL])
+
+
+def _short(value: object) -> str:
+    simple = isinstance(value, (bool, int, float, str, type(None)))
+    text = json.dumps(value) if simple else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def decode_event(raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event | Rejection:
+    """Validate raw bytes into an :class:`Event`, or explain why not.
+
+    Parameters
+    ----------
+    raw : bytes
+        One event (a JSON object, UTF-8). A trailing newline is allowed.
+    max_bytes : int
+        Larger payloads are rejected as ``oversized`` without being parsed.
+
+    Returns
+    -------
+    Event or Rejection
+        The event, or a rejection with a reason code from :data:`REJECTION_REASONS`.
+
+    Notes
+    -----
+    Validation is strict: no string-to-number coercion, no booleans as numbers, unknown
+    fields refused, ``loss`` finite in [0, 1]. When several fields fail, the reason is the
+    most specific one and the detail lists every failing field. Duplicate keys inside one
+    object follow JSON parser convention (the last one wins).
+
+    Examples
+    --------
+    >>> decode_event(b'{"type": "judge"}').reason
+    'missing_field'
+    >>> decode_event(b"x" * 10, max_bytes=5).detail
+    'event is 10 bytes, the limit is 5'
+    """
+    if len(raw) > max_bytes:
+        return Rejection("oversized", f"event is {len(raw)} bytes, the limit is {max_bytes}")
+    try:
+        ev: Event = _validate_json(raw)
+    except ValidationError as exc:
+        return _classify(exc, raw)
+    if ev.audit is not None and ev.type == "label":
+        return Rejection("invalid_value", "audit: only judge events may carry an audit flag")
+    return ev
+
+
+def peek_route(raw: bytes) -> tuple[str, str] | None:
+    """Best-effort (suite, model) of a rejected event, to attribute the rejection.
+
+    Examples
+    --------
+    >>> peek_route(b'{"suite": "s", "model": "m", "loss": "bad"}')
+    ('s', 'm')
+    >>> peek_route(b"nope") is None
+    True
+    """
+    try:
+        obj: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(obj, dict):
+        suite, model = obj.get("suite"), obj.get("model")
+        if isinstance(suite, str) and isinstance(model, str) and suite and model:
+            return suite, model
+    return None
+
+
+def dead_letter_record(
+    rejection: Rejection, raw: bytes, source: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Build the dead-letter record of the contract: reason, detail, base64 raw bytes, source.
+
+    Examples
+    --------
+    >>> dead_letter_record(Rejection("invalid_json", "x"), b"{", {"line": 3})
+    {'reason': 'invalid_json', 'detail': 'x', 'raw': 'ew==', 'source': {'line': 3}}
+    """
+    return {
+        "reason": rejection.reason,
+        "detail": rejection.detail,
+        "raw": base64.b64encode(raw).decode("ascii"),
+        "source": dict(source) if source is not None else {},
+    }
+

@@ -1,0 +1,1 @@
+"""Per-suite and per-model streaming state: dedupe, audit, join, rounds, multiplicity."""

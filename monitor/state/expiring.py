@@ -1,0 +1,166 @@
+"""A bounded, insertion-ordered map whose entries expire by count and by event time.
+
+Every entry is stamped with a *tick*: the suite's event-time watermark (largest event
+``ts`` seen so far) when the entry was inserted. Ticks never decrease in insertion order,
+so the oldest entry is always at the front and expiry is O(1) per evicted entry.
+
+Examples
+--------
+>>> m = ExpiringMap(max_entries=2, ttl_seconds=10.0)
+>>> m.put("a", 0.0, [1]); m.put("b", 5.0, [2])
+[]
+[]
+>>> m.put("c", 6.0, [3])          # over the count bound: the oldest goes
+[('a', [1])]
+>>> m.expire(16.0)                # watermark 16: "b" (tick 5) is older than 10 s
+[('b', [2])]
+>>> list(m.keys())
+['c']
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["ExpiringMap"]
+
+_NONE: list[tuple[str, Any]] = []  # shared empty result: callers only iterate it
+
+
+class ExpiringMap:
+    """Insertion-ordered ``key -> payload`` map bounded by ``max_entries`` and ``ttl_seconds``.
+
+    Parameters
+    ----------
+    max_entries : int
+        Inserting beyond this many entries evicts the oldest ones.
+    ttl_seconds : float
+        :meth:`expire` evicts entries whose tick is more than this far behind the watermark.
+
+    Notes
+    -----
+    Payloads are JSON values (or None), so :meth:`to_columns` / :meth:`from_columns`
+    round-trip exactly. Re-inserting an existing key keeps its original position and tick.
+    """
+
+    __slots__ = ("_d", "max_entries", "ttl_seconds")
+
+    def __init__(self, max_entries: int, ttl_seconds: float) -> None:
+        self.max_entries = max_entries
+        self.ttl_seconds = ttl_seconds
+        self._d: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+    @property
+    def data(self) -> OrderedDict[str, tuple[float, Any]]:
+        """The underlying ordered map (read-only use; mutate through the methods)."""
+        return self._d
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def keys(self) -> Iterator[str]:
+        """Keys, oldest first."""
+        return iter(self._d)
+
+    def get(self, key: str) -> Any | None:
+        """Payload of ``key`` or None."""
+        item = self._d.get(key)
+        return None if item is None else item[1]
+
+    def pop(self, key: str) -> Any | None:
+        """Remove ``key`` and return its payload (None if absent)."""
+        item = self._d.pop(key, None)
+        return None if item is None else item[1]
+
+    def put(self, key: str, tick: float, payload: Any = None) -> list[tuple[str, Any]]:
+        """Insert ``key``; return the entries evicted by the count bound (oldest first)."""
+        d = self._d
+        if key not in d:
+            d[key] = (tick, payload)
+        if len(d) <= self.max_entries:
+            return _NONE
+        evicted: list[tuple[str, Any]] = []
+        while len(d) > self.max_entries:
+            k, (_, p) = d.popitem(last=False)
+            evicted.append((k, p))
+        return evicted
+
+    def due(self) -> float:
+        """Smallest watermark at which :meth:`expire` would evict something (inf if never)."""
+        d = self._d
+        if not d:
+            return math.inf
+        return d[next(iter(d))][0] + self.ttl_seconds
+
+    def expire(self, watermark: float) -> list[tuple[str, Any]]:
+        """Evict entries with ``tick < watermark - ttl_seconds``; return them, oldest first."""
+        d = self._d
+        if not d:
+            return []
+        cutoff = watermark - self.ttl_seconds
+        evicted: list[tuple[str, Any]] = []
+        while d:
+            k = next(iter(d))
+            tick, payload = d[k]
+            if tick >= cutoff:
+                break
+            del d[k]
+            evicted.append((k, payload))
+        return evicted
+
+    def to_columns(self) -> dict[str, Any]:
+        """Compact JSON form, oldest first.
+
+        ``{"keys": [...], "ticks": [[tick, run_length], ...], "payloads": [...]}``; the
+        payloads list is omitted when every payload is None.
+
+        Examples
+        --------
+        >>> m = ExpiringMap(5, 1.0)
+        >>> for k, t in (("a", 1.0), ("b", 1.0), ("c", 2.0)):
+        ...     _ = m.put(k, t)
+        >>> m.to_columns()
+        {'keys': ['a', 'b', 'c'], 'ticks': [[1.0, 2], [2.0, 1]]}
+        >>> ExpiringMap.from_columns(5, 1.0, m.to_columns()).to_columns() == m.to_columns()
+        True
+        """
+        keys: list[str] = []
+        ticks: list[list[Any]] = []
+        payloads: list[Any] = []
+        last: list[Any] | None = None
+        for k, (t, p) in self._d.items():
+            keys.append(k)
+            payloads.append(p)
+            if last is not None and last[0] == t:
+                last[1] += 1
+            else:
+                last = [t, 1]
+                ticks.append(last)
+        out: dict[str, Any] = {"keys": keys, "ticks": ticks}
+        if any(p is not None for p in payloads):
+            out["payloads"] = payloads
+        return out
+
+    @classmethod
+    def from_columns(
+        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any]
+    ) -> ExpiringMap:
+        """Rebuild from :meth:`to_columns` output (raises ValueError if inconsistent)."""
+        keys = cols["keys"]
+        payloads = cols.get("payloads") or [None] * len(keys)
+        ticks: list[float] = []
+        for t, n in cols["ticks"]:
+            ticks.extend([float(t)] * int(n))
+        if not len(keys) == len(ticks) == len(payloads):
+            raise ValueError("expiring map columns have different lengths")
+        m = cls(max_entries, ttl_seconds)
+        d = m._d
+        for k, t, p in zip(keys, ticks, payloads, strict=True):
+            d[str(k)] = (t, p)
+        return m

@@ -1,0 +1,194 @@
+"""State of one model inside a suite: counts, the synthetic block, and the risk monitors.
+
+A *round* takes the human loss and the judge loss of one audited unit plus the mean of
+the unaudited judge losses that arrived since the previous round (the block, used once),
+and feeds it to every configured certificate x method :class:`RiskMonitor`.
+
+Examples
+--------
+>>> from monitor.config import CertificateConfig
+>>> cert = CertificateConfig(name="risk", alpha=0.3, delta=0.1, methods=["r_eval"], cs_grid=None)
+>>> m = ModelState.new("m1", [cert], threshold_delta=lambda c: c.delta)
+>>> m.add_synthetic(0.0); m.add_synthetic(1.0)
+>>> m.round(human=0.0, judge=0.0)
+>>> m.counts["rounds"], m.block_count, m.monitors[("risk", "r_eval")].rounds
+(1, 0, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.config import CertificateConfig
+from monitor.stats.bets import BetConfig
+from monitor.stats.risk import RiskMonitor
+
+__all__ = ["COUNT_KEYS", "EffectiveStatus", "ModelState", "build_monitor"]
+
+COUNT_KEYS = (
+    "judge",
+    "labels",
+    "rounds",
+    "unsolicited_labels",
+    "duplicates",
+    "rejected",
+    "label_requests",
+    "expired_pending",
+    "expired_orphans",
+)
+
+
+def build_monitor(cert: CertificateConfig, method: str, threshold_delta: float) -> RiskMonitor:
+    """Create the :class:`RiskMonitor` of one certificate and method.
+
+    Examples
+    --------
+    >>> c = CertificateConfig(name="r", alpha=0.1, delta=0.05, cs_grid=None)
+    >>> build_monitor(c, "r_eval", 0.025).threshold_delta
+    0.025
+    """
+    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid)
+    return RiskMonitor(
+        cert.alpha,
+        cert.delta,
+        method,
+        bet,
+        n_rhos=cert.rhos,
+        cs_grid=cert.cs_grid,
+        threshold_delta=threshold_delta,
+    )
+
+
+@dataclass(slots=True)
+class EffectiveStatus:
+    """Status of one certificate x method after the suite's multiplicity rule.
+
+    ``certified_at_round`` / ``violated_at_round`` are the model's round counts when the
+    effective status first became certified / violated; ``changed_ts`` is the event time
+    of the last change; ``ever_certified`` makes ``certificate_lost`` detectable.
+    """
+
+    status: str = "pending"
+    certified_at_round: int | None = None
+    violated_at_round: int | None = None
+    changed_ts: float | None = None
+    ever_certified: bool = False
+
+    def to_list(self) -> list[Any]:
+        """JSON form."""
+        return [
+            self.status,
+            self.certified_at_round,
+            self.violated_at_round,
+            self.changed_ts,
+            self.ever_certified,
+        ]
+
+    @classmethod
+    def from_list(cls, v: Sequence[Any]) -> EffectiveStatus:
+        """Inverse of :meth:`to_list`."""
+        return cls(str(v[0]), v[1], v[2], v[3], bool(v[4]))
+
+
+@dataclass(slots=True)
+class ModelState:
+    """Mutable state of one model (see the module docstring).
+
+    Notes
+    -----
+    Statistical contract: only audited units reach :meth:`round`; unaudited judge losses
+    only reach :meth:`add_synthetic`; each block is consumed by exactly one round.
+    """
+
+    name: str
+    monitors: dict[tuple[str, str], RiskMonitor]
+    effective: dict[tuple[str, str], EffectiveStatus]
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    block_sum: float = 0.0
+    block_count: int = 0
+    bias_sum: float = 0.0
+    pending_units: int = 0
+    orphan_labels: int = 0
+
+    @classmethod
+    def new(
+        cls,
+        name: str,
+        certificates: Sequence[CertificateConfig],
+        threshold_delta: Callable[[CertificateConfig], float],
+    ) -> ModelState:
+        """Fresh state with one monitor per certificate x method."""
+        monitors: dict[tuple[str, str], RiskMonitor] = {
+            (c.name, meth): build_monitor(c, meth, threshold_delta(c))
+            for c in certificates
+            for meth in c.methods
+        }
+        return cls(name, monitors, {k: EffectiveStatus() for k in monitors})
+
+    def add_synthetic(self, judge_loss: float) -> None:
+        """Add one unaudited judge loss to the current block."""
+        self.block_sum += judge_loss
+        self.block_count += 1
+
+    def round(self, human: float, judge: float) -> None:
+        """Form one round with the current block, feed every monitor, reset the block."""
+        block = self.block_sum / self.block_count if self.block_count else None
+        self.block_sum = 0.0
+        self.block_count = 0
+        for mon in self.monitors.values():
+            mon.update(human, judge, block)
+        self.counts["rounds"] += 1
+        self.bias_sum += judge - human
+
+    @property
+    def judge_bias(self) -> float | None:
+        """Mean of judge minus human loss over rounds (None before the first round)."""
+        r = self.counts["rounds"]
+        return self.bias_sum / r if r else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable snapshot (floats exact)."""
+        return {
+            "name": self.name,
+            "counts": dict(self.counts),
+            "block_sum": self.block_sum,
+            "block_count": self.block_count,
+            "bias_sum": self.bias_sum,
+            "pending_units": self.pending_units,
+            "orphan_labels": self.orphan_labels,
+            "monitors": [[c, m, mon.to_state()] for (c, m), mon in self.monitors.items()],
+            "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelState:
+        """Inverse of :meth:`to_dict`."""
+        monitors = {(str(c), str(m)): RiskMonitor.from_state(s) for c, m, s in d["monitors"]}
+        effective = {(str(c), str(m)): EffectiveStatus.from_list(e) for c, m, e in d["effective"]}
+        counts = {k: int(d["counts"][k]) for k in COUNT_KEYS}
+        return cls(
+            str(d["name"]),
+            monitors,
+            effective,
+            counts,
+            float(d["block_sum"]),
+            int(d["block_count"]),
+            float(d["bias_sum"]),
+            int(d["pending_units"]),
+            int(d["orphan_labels"]),
+        )
+
+
+def finite_or_none(x: float) -> float | None:
+    """Map NaN and infinities to None (JSON has no representation for them).
+
+    Examples
+    --------
+    >>> finite_or_none(float("nan")) is None, finite_or_none(0.5)
+    (True, 0.5)
+    """
+    x = float(x)
+    return x if math.isfinite(x) else None

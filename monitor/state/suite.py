@@ -1,0 +1,414 @@
+"""State of one suite: dedupe, audit decisions, the judge/label join, rounds, alerts.
+
+Memory is bounded (all bounds per suite, configurable in ``[[suites]]``):
+
+- ``dedupe_max_ids`` / ``dedupe_ttl_seconds``: a window of recent event ids and of recent
+  judged / labelled units (one insertion-ordered map ``event_id -> unit`` and a set).
+- ``max_pending`` / ``pending_ttl_seconds``: audited judge losses waiting for their label;
+  evicted ones are counted as ``expired_pending``.
+- ``max_orphans`` / ``orphan_ttl_seconds``: labels waiting for their judge event; evicted
+  ones are counted as ``expired_orphans``.
+- ``max_round_units``: units already used in a round (FIFO).
+
+Time is *event time*: each entry is stamped with the suite's watermark (largest ``ts`` of
+an accepted event) and expires once the watermark moves more than the TTL past it. The
+watermark trusts producer timestamps: one event far in the future expires everything
+older than the TTLs. All of it depends
+only on the order of the suite's own events, so replays (and Kafka partitions keyed by
+suite) reproduce the same state.
+
+Notes
+-----
+What the dedupe bound implies: a duplicate is caught if its original is still in the
+window, or its unit is pending / orphaned / among the last ``max_round_units`` rounded
+units. A duplicate beyond all of these is not recognized. A lone duplicate label of an
+old unit then waits as an orphan and expires (its judge was consumed); a lone duplicate
+judge is either pending and expires, or (unaudited) enters a synthetic block once more,
+which slightly perturbs the control variate but never a human loss. Double counting a
+*round* requires both the judge and the label to be duplicated beyond the bounds.
+
+Audit: a judge event's ``audit`` flag decides when present (an upstream sampler owns it and
+requests its own labels); otherwise the salted hash decides and, when the unit is audited,
+a label request is emitted (unless ``label_requests = false``).
+
+A label that finds no pending unit but whose judge was seen (so the unit was not audited,
+or its pending entry expired) is counted as unsolicited and never used.
+
+Examples
+--------
+>>> from monitor.config import SuiteConfig, CertificateConfig
+>>> from monitor.events import decode_event
+>>> cfg = SuiteConfig(name="qa", audit_rate=0.0, certificates=[
+...     CertificateConfig(name="r", alpha=0.3, delta=0.1, methods=["r_eval"], cs_grid=None)])
+>>> s = SuiteState("qa", cfg)
+>>> def ev(t, i, ex, audit=None):
+...     a = "" if audit is None else f', "audit": {str(audit).lower()}'
+...     return decode_event(('{"type": "%s", "event_id": "%s", "suite": "qa", "model": "m",'
+...         ' "example_id": "%s", "loss": 0, "ts": 1%s}' % (t, i, ex, a)).encode())
+>>> alerts, requests = [], []
+>>> s.handle(ev("label", "e1", "x"), alerts, requests)            # label first: orphan
+>>> s.handle(ev("judge", "e2", "x", audit=True), alerts, requests)  # judge joins: a round
+>>> s.handle(ev("judge", "e2", "y"), alerts, requests)
+'event_id'
+>>> s.models["m"].counts["rounds"], s.models["m"].counts["duplicates"]
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Any
+
+from monitor.alerts import Alert, label_request, make_alert
+from monitor.audit import audit_uniform
+from monitor.config import CertificateConfig, SuiteConfig
+from monitor.events import Event
+from monitor.state.expiring import ExpiringMap
+from monitor.state.family import target_statuses
+from monitor.state.model import ModelState, finite_or_none
+
+__all__ = ["SuiteState"]
+
+
+
+class SuiteState:
+    """Everything certmon knows about one suite (see the module docstring)."""
+
+    def __init__(self, name: str, config: SuiteConfig) -> None:
+        self.name = name
+        self.config = config
+        c = config
+        self.models: dict[str, ModelState] = {}
+        self.watermark = -math.inf
+        self.ids = ExpiringMap(c.dedupe_max_ids, c.dedupe_ttl_seconds)
+        # recent units ("j"/"l" + unit key), always exactly the payloads of ``ids``
+        self.units: set[str] = set()
+        self.pending = ExpiringMap(c.max_pending, c.pending_ttl_seconds)
+        self.orphans = ExpiringMap(c.max_orphans, c.orphan_ttl_seconds)
+        self.rounded = ExpiringMap(c.max_round_units, math.inf)
+        # Lower bound on the watermark at which some entry expires (stale-low is harmless).
+        self._due = math.inf
+        self._certs = list(c.certificates)
+        self._primary = {cert.name: cert.primary_method for cert in self._certs}
+        self._family_rule = c.multiplicity in ("fixed_sequence", "e_bh")
+        self._max_ids = c.dedupe_max_ids
+        self._rate = c.audit_rate
+        self._bind()
+        self._salt = c.audit_salt
+        self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
+        # Listed model names (not globs) exist from the start: they are family members (and
+        # visible as pending) before their first event.
+        for pattern in c.models:
+            if not any(ch in pattern for ch in "*?[") and pattern not in self.models:
+                self.models[pattern] = ModelState.new(pattern, self._certs, self.threshold_delta)
+
+    def _bind(self) -> None:
+        # Direct references to the underlying maps for the hot path.
+        self._ids_d = self.ids.data
+        self._pending_d = self.pending.data
+        self._orphans_d = self.orphans.data
+        self._rounded_d = self.rounded.data
+
+    # ------------------------------------------------------------------ routing
+    def threshold_delta(self, cert: CertificateConfig) -> float:
+        """Level used by the monitors (``delta / family_size`` under Bonferroni)."""
+        if self.config.multiplicity == "bonferroni":
+            return cert.delta / self.config.effective_family_size
+        return cert.delta
+
+    @property
+    def family_size(self) -> int:
+        """Configured family size, else models x certificates (models seen so far for globs)."""
+        c = self.config
+        if c.family_size is not None:
+            return c.family_size
+        if any(ch in p for p in c.models for ch in "*?["):
+            return len(self.models) * len(self._certs)
+        return len(c.models) * len(self._certs)
+
+    def model(self, name: str, ts: float, alerts: list[Alert]) -> ModelState | None:
+        """Return the model's state (created on first sight), or None if it is not monitored."""
+        m = self.models.get(name)
+        if m is None:
+            if not self.config.matches_model(name):
+                return None
+            m = self.models[name] = ModelState.new(name, self._certs, self.threshold_delta)
+            if self._family_rule:
+                self._refresh(None, ts, alerts)
+        return m
+
+    # ------------------------------------------------------------------ events
+    def handle(self, ev: Event, alerts: list[Alert], requests: list[dict[str, Any]]) -> str | None:
+        """Process one validated event of this suite.
+
+        Returns
+        -------
+        str or None
+            ``"event_id"`` / ``"unit"`` for a dropped duplicate, ``"unrouted"`` when the
+            model is not monitored, else None.
+        """
+        ts = ev.ts
+        model = self.models.get(ev.model) or self.model(ev.model, ts, alerts)
+        if model is None:
+            return "unrouted"
+        eid = ev.event_id
+        ids = self._ids_d
+        if eid in ids:
+            model.counts["duplicates"] += 1
+            return "event_id"
+        model_name = ev.model
+        key = f"{len(model_name)}:{model_name}{ev.example_id}"
+        is_judge = ev.type == "judge"
+        ukey = ("j" if is_judge else "l") + key
+        units = self.units
+        if ukey in units or key in self._rounded_d or key in (
+            self._pending_d if is_judge else self._orphans_d
+        ):
+            model.counts["duplicates"] += 1
+            return "unit"
+        # Only accepted events move event time (a duplicate never changes the state).
+        if ts > self.watermark:
+            self.watermark = ts
+            if ts > self._due:
+                self._expire()
+        tick = self.watermark
+        if tick + self._min_ttl < self._due:
+            self._due = tick + self._min_ttl
+        ids[eid] = (tick, ukey)
+        units.add(ukey)
+        if len(ids) > self._max_ids:
+            for _, old in self.ids.put(eid, tick, ukey):
+                units.discard(old)
+        if is_judge:
+            self._judge(ev, model, key, tick, alerts, requests)
+        else:
+            self._label(ev, model, key, tick, alerts)
+        return None
+
+    def _judge(
+        self,
+        ev: Event,
+        model: ModelState,
+        key: str,
+        tick: float,
+        alerts: list[Alert],
+        requests: list[dict[str, Any]],
+    ) -> None:
+        model.counts["judge"] += 1
+        orphans = self._orphans_d
+        entry = orphans.pop(key, None) if orphans else None
+        if entry is not None:
+            model.orphan_labels -= 1
+        if ev.audit is not None:
+            audited, by_hash = ev.audit, False
+        else:
+            rate = self._rate
+            by_hash = True
+            audited = rate >= 1.0 or (
+                rate > 0.0 and audit_uniform(self._salt, self.name, ev.model, ev.example_id) < rate
+            )
+        if not audited:
+            # the synthetic block (ModelState.add_synthetic, inlined on the hot path)
+            model.block_sum += ev.loss
+            model.block_count += 1
+            if entry is not None:
+                model.counts["unsolicited_labels"] += 1
+            return
+        if entry is not None:
+            self._round(model, key, float(entry[1][1]), ev.loss, ev.ts, tick, alerts)
+            return
+        model.pending_units += 1
+        for _, p in self.pending.put(key, tick, [ev.model, ev.loss, ev.event_id, ev.stratum]):
+            self._expired_pending(p)
+        if by_hash and self.config.label_requests:
+            requests.append(
+                label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts, ev.stratum)
+            )
+            model.counts["label_requests"] += 1
+
+    def _label(
+        self, ev: Event, model: ModelState, key: str, tick: float, alerts: list[Alert]
+    ) -> None:
+        model.counts["labels"] += 1
+        pend = self.pending.pop(key)
+        if pend is not None:
+            model.pending_units -= 1
+            self._round(model, key, ev.loss, float(pend[1]), ev.ts, tick, alerts)
+        elif "j" + key in self.units:
+            model.counts["unsolicited_labels"] += 1
+        else:
+            model.orphan_labels += 1
+            for _, p in self.orphans.put(key, tick, [ev.model, ev.loss]):
+                self._expired_orphan(p)
+
+    def _round(
+        self,
+        model: ModelState,
+        key: str,
+        human: float,
+        judge: float,
+        ts: float,
+        tick: float,
+        alerts: list[Alert],
+    ) -> None:
+        model.round(human, judge)
+        self.rounded.put(key, tick)
+        self._refresh(model, ts, alerts)
+
+    def _expired_pending(self, payload: list[Any]) -> None:
+        m = self.models[payload[0]]
+        m.pending_units -= 1
+        m.counts["expired_pending"] += 1
+
+    def _expired_orphan(self, payload: list[Any]) -> None:
+        m = self.models[payload[0]]
+        m.orphan_labels -= 1
+        m.counts["expired_orphans"] += 1
+
+    def _expire(self) -> None:
+        w = self.watermark
+        units = self.units
+        for _, old in self.ids.expire(w):
+            units.discard(old)
+        for _, p in self.pending.expire(w):
+            self._expired_pending(p)
+        for _, p in self.orphans.expire(w):
+            self._expired_orphan(p)
+        self._due = min(self.ids.due(), self.pending.due(), self.orphans.due())
+
+    # ------------------------------------------------------------------ statuses
+    def ordered_models(self) -> list[ModelState]:
+        """Models in family order: by first matching pattern of ``models``, then first seen."""
+        pats = self.config.models
+
+        def rank(m: ModelState) -> int:
+            hits = (i for i, p in enumerate(pats) if fnmatch.fnmatchcase(m.name, p))
+            return next(hits, len(pats))
+
+        return sorted(self.models.values(), key=rank)
+
+    def _refresh(self, model: ModelState | None, ts: float, alerts: list[Alert]) -> None:
+        family = self._family_rule or model is None
+        members = self.ordered_models() if family or model is None else [model]
+        targets = target_statuses(self.config.multiplicity, members, self._certs, self.family_size)
+        for (mname, cert, meth), new in targets.items():
+            m = self.models[mname]
+            eff = m.effective[(cert, meth)]
+            if new == eff.status:
+                continue
+            rounds = m.counts["rounds"]
+            eff.status = new
+            eff.changed_ts = ts if math.isfinite(ts) else None
+            kinds: list[str] = []
+            if new == "certified":
+                if eff.certified_at_round is None:
+                    eff.certified_at_round = rounds
+                eff.ever_certified = True
+                kinds.append("certified")
+            elif new == "violated":
+                if eff.violated_at_round is None:
+                    eff.violated_at_round = rounds
+                kinds.append("violated")
+                if eff.ever_certified:
+                    kinds.append("certificate_lost")
+            if meth != self._primary[cert]:
+                continue
+            for kind in kinds:
+                alerts.append(
+                    make_alert(kind, self.name, mname, cert, meth, rounds, ts,
+                               self._evidence(m, cert, meth, kind))
+                )
+
+    def _evidence(self, m: ModelState, cert: str, meth: str, kind: str) -> dict[str, Any]:
+        mon = m.monitors[(cert, meth)]
+        log_e = mon.log_e_certify if kind == "certified" else mon.log_e_violate
+        return {
+            "log_e_value": finite_or_none(log_e),
+            "log_threshold": finite_or_none(mon.log_threshold),
+            "rounds": mon.rounds,
+            "cs_lower": finite_or_none(mon.cs_lower),
+            "cs_upper": finite_or_none(mon.cs_upper),
+            "rho_weights": [float(w) for w in mon.rho_weights],
+            "rhos": [float(r) for r in mon.rhos],
+            "risk_estimate": finite_or_none(mon.risk_estimate),
+            "judge_bias": m.judge_bias,
+            "alpha": mon.alpha,
+            "delta": mon.delta,
+            "threshold_delta": mon.threshold_delta,
+            "multiplicity": self.config.multiplicity,
+        }
+
+    # ------------------------------------------------------------------ views
+    def view(self) -> dict[str, Any]:
+        """Return this suite's part of STATE.json."""
+        return {
+            "multiplicity": self.config.multiplicity,
+            "family_size": self.family_size,
+            "models": {name: self._model_view(m) for name, m in self.models.items()},
+        }
+
+    def _model_view(self, m: ModelState) -> dict[str, Any]:
+        certs: dict[str, Any] = {}
+        for c in self._certs:
+            methods: dict[str, Any] = {}
+            for meth in c.methods:
+                mon = m.monitors[(c.name, meth)]
+                eff = m.effective[(c.name, meth)]
+                methods[meth] = {
+                    "rounds": mon.rounds,
+                    "log_e_certify": finite_or_none(mon.log_e_certify),
+                    "log_e_violate": finite_or_none(mon.log_e_violate),
+                    "cs_lower": finite_or_none(mon.cs_lower),
+                    "cs_upper": finite_or_none(mon.cs_upper),
+                    "status": eff.status,
+                    "certified_at_round": eff.certified_at_round,
+                    "violated_at_round": eff.violated_at_round,
+                    "risk_estimate": finite_or_none(mon.risk_estimate),
+                    "log_threshold": finite_or_none(mon.log_threshold),
+                    "rho_weights": [float(w) for w in mon.rho_weights],
+                    "rhos": [float(r) for r in mon.rhos],
+                    "cs_valid": bool(mon.cs_valid),
+                    "status_changed_ts": eff.changed_ts,
+                }
+            certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods}
+        return {
+            "counts": dict(m.counts),
+            "judge_bias": m.judge_bias,
+            "pending_units": m.pending_units,
+            "orphan_labels": m.orphan_labels,
+            "certificates": certs,
+        }
+
+    # ------------------------------------------------------------------ snapshot
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable snapshot (ordered structures as lists)."""
+        return {
+            "name": self.name,
+            "watermark": None if self.watermark == -math.inf else self.watermark,
+            "models": [m.to_dict() for m in self.models.values()],
+            "ids": self.ids.to_columns(),
+            "pending": self.pending.to_columns(),
+            "orphans": self.orphans.to_columns(),
+            "rounded": self.rounded.to_columns(),
+        }
+
+    @classmethod
+    def from_dict(cls, config: SuiteConfig, d: dict[str, Any]) -> SuiteState:
+        """Inverse of :meth:`to_dict`."""
+        s = cls(str(d["name"]), config)
+        s.models.clear()
+        s.watermark = -math.inf if d["watermark"] is None else float(d["watermark"])
+        for md in d["models"]:
+            m = ModelState.from_dict(md)
+            s.models[m.name] = m
+        c = config
+        s.ids = ExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
+        s.units = {str(u) for _, (_, u) in s.ids.data.items()}
+        s.pending = ExpiringMap.from_columns(c.max_pending, c.pending_ttl_seconds, d["pending"])
+        s.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])
+        s.rounded = ExpiringMap.from_columns(c.max_round_units, math.inf, d["rounded"])
+        s._due = min(s.ids.due(), s.pending.due(), s.orphans.due())
+        s._bind()
+        return s
+

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from consumers.files import FileSource
+from monitor.errors import SourceError
+
+
+def test_positions_and_resume(tmp_path: Path) -> None:
+    p = tmp_path / "e.jsonl"
+    lines = [b'{"i": 0}', b"", b'{"i": 2}\r', b'{"i": 3}']
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    src = FileSource(str(p))
+    got = []
+    positions = []
+    for raw in src:
+        got.append(raw)
+        positions.append(src.position())
+        assert src.last_event_source()["line"] == positions[-1]["line"]
+    assert got == [b'{"i": 0}', b'{"i": 2}', b'{"i": 3}']
+    assert positions[-1]["offset"] == p.stat().st_size and positions[-1]["line"] == 4
+    for k, pos in enumerate(positions):
+        rest = list(FileSource(str(p), start=pos))
+        assert rest == got[k + 1:]
+
+
+def test_final_line_without_newline(tmp_path: Path) -> None:
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"b": 2}')
+    assert list(FileSource(str(p))) == [b'{"a": 1}', b'{"b": 2}']
+
+
+def test_errors(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="cannot open input"):
+        list(FileSource(str(tmp_path / "missing.jsonl")))
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(b"{}\n")
+    with pytest.raises(SourceError, match="beyond the end"):
+        list(FileSource(str(p), start={"offset": 100, "line": 5}))
+    with pytest.raises(SourceError, match="invalid file position"):
+        FileSource(str(p), start={"offset": "x", "line": 1})
+
+
+def test_follow_waits_for_complete_lines(tmp_path: Path) -> None:
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"b"')
+    stop = threading.Event()
+    src = FileSource(str(p), follow=True, poll_seconds=0.01, should_stop=stop.is_set)
+    got: list[bytes] = []
+
+    def consume() -> None:
+        for raw in src:
+            got.append(raw)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.1)
+    assert got == [b'{"a": 1}']
+    with open(p, "ab") as fh:
+        fh.write(b': 2}\n{"c": 3}\n')
+    deadline = time.monotonic() + 5
+    while len(got) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    t.join(5)
+    assert got == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}']
+    assert src.position()["offset"] == p.stat().st_size

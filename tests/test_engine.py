@@ -1,0 +1,462 @@
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from monitor.alerts import alert_id
+from monitor.audit import is_audited
+from monitor.checkpoint import decode_checkpoint, encode_checkpoint
+from monitor.config import CertmonConfig
+from monitor.engine import Engine
+from monitor.errors import CheckpointError
+from monitor.stats.bets import BetConfig
+from monitor.stats.risk import RiskMonitor
+
+
+def make_config(certs: list[dict[str, Any]] | None = None, **suite: Any) -> CertmonConfig:
+    cert = {
+        "name": "risk",
+        "alpha": 0.3,
+        "delta": 0.1,
+        "methods": ["r_eval", "r_autoeval_plus"],
+        "rhos": 3,
+        "cs_grid": 40,
+    }
+    doc = {
+        "suites": [
+            {"name": "*", "models": ["*"], "audit_rate": 0.0, "certificates": certs or [cert]}
+            | suite
+        ]
+    }
+    return CertmonConfig.model_validate(doc)
+
+
+def ev(
+    kind: str,
+    eid: str,
+    example: str,
+    loss: float = 0.0,
+    ts: float = 0.0,
+    model: str = "m",
+    suite: str = "qa",
+    audit: bool | None = None,
+    **extra: Any,
+) -> bytes:
+    d: dict[str, Any] = {
+        "type": kind,
+        "event_id": eid,
+        "suite": suite,
+        "model": model,
+        "example_id": example,
+        "loss": loss,
+        "ts": ts,
+    }
+    if audit is not None:
+        d["audit"] = audit
+    d.update(extra)
+    return json.dumps(d).encode()
+
+
+def model_view(eng: Engine, model: str = "m", suite: str = "qa") -> dict[str, Any]:
+    v: dict[str, Any] = eng.state_view()["suites"][suite]["models"][model]
+    return v
+
+
+def dump(eng: Engine) -> str:
+    return json.dumps(eng.state_view(), sort_keys=True, allow_nan=False)
+
+
+# ---------------------------------------------------------------------- join
+def test_join_judge_first() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("judge", "j1", "x", loss=0.5, audit=True))
+    mv = model_view(eng)
+    assert mv["pending_units"] == 1 and mv["counts"]["rounds"] == 0
+    eng.process(ev("label", "l1", "x", loss=1.0))
+    mv = model_view(eng)
+    assert mv["pending_units"] == 0 and mv["counts"]["rounds"] == 1
+    assert mv["judge_bias"] == -0.5
+    assert mv["counts"]["labels"] == 1 and mv["counts"]["judge"] == 1
+
+
+def test_join_label_first() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("label", "l1", "x", loss=1.0))
+    mv = model_view(eng)
+    assert mv["orphan_labels"] == 1 and mv["counts"]["rounds"] == 0
+    eng.process(ev("judge", "j1", "x", loss=0.5, audit=True))
+    mv = model_view(eng)
+    assert mv["orphan_labels"] == 0 and mv["counts"]["rounds"] == 1
+    assert mv["judge_bias"] == -0.5
+
+
+def test_label_first_then_unaudited_judge_is_unsolicited() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("label", "l1", "x", loss=1.0))
+    eng.process(ev("judge", "j1", "x", loss=0.5, audit=False))
+    mv = model_view(eng)
+    assert mv["counts"]["unsolicited_labels"] == 1
+    assert mv["counts"]["rounds"] == 0 and mv["orphan_labels"] == 0
+    assert eng.suites["qa"].models["m"].block_count == 1
+
+
+def test_label_after_unaudited_judge_is_unsolicited() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("judge", "j1", "x", loss=0.5, audit=False))
+    eng.process(ev("label", "l1", "x", loss=1.0))
+    mv = model_view(eng)
+    assert mv["counts"]["unsolicited_labels"] == 1
+    assert mv["counts"]["rounds"] == 0 and mv["orphan_labels"] == 0
+
+
+def test_round_uses_block_mean_then_resets() -> None:
+    eng = Engine(make_config())
+    for i, loss in enumerate([1.0, 0.0, 1.0]):
+        eng.process(ev("judge", f"s{i}", f"s{i}", loss=loss, audit=False))
+    eng.process(ev("judge", "j1", "x", loss=0.0, audit=True))
+    eng.process(ev("label", "l1", "x", loss=0.0))
+    eng.process(ev("judge", "j2", "y", loss=1.0, audit=True))
+    eng.process(ev("label", "l2", "y", loss=1.0))  # empty block: None
+    ref = RiskMonitor(0.3, 0.1, "r_autoeval_plus", BetConfig(), n_rhos=3, cs_grid=40)
+    ref.update(0.0, 0.0, 2.0 / 3.0)
+    ref.update(1.0, 1.0, None)
+    mon = eng.suites["qa"].models["m"].monitors[("risk", "r_autoeval_plus")]
+    assert mon.to_state() == ref.to_state()
+
+
+# ---------------------------------------------------------------------- dedupe
+def test_duplicate_event_id_dropped() -> None:
+    eng = Engine(make_config())
+    r1 = eng.process(ev("judge", "j1", "x", audit=True))
+    before = dump(eng)
+    r2 = eng.process(ev("judge", "j1", "other", audit=True))
+    assert r1.duplicate is None and r2.duplicate == "event_id"
+    assert model_view(eng)["counts"]["duplicates"] == 1
+    assert eng.counters["duplicates"] == {"event_id": 1, "unit": 0}
+    after = json.loads(dump(eng))
+    after["suites"]["qa"]["models"]["m"]["counts"]["duplicates"] = 0
+    after["counters"]["duplicates"]["event_id"] = 0
+    after["counters"]["events_in"] -= 1
+    assert json.dumps(after, sort_keys=True) == before
+
+
+def test_duplicate_units() -> None:
+    eng = Engine(make_config())
+    assert eng.process(ev("judge", "j1", "x", audit=True)).duplicate is None
+    assert eng.process(ev("judge", "j2", "x", audit=True)).duplicate == "unit"  # pending
+    assert eng.process(ev("label", "l1", "x")).duplicate is None  # round
+    assert eng.process(ev("label", "l2", "x")).duplicate == "unit"  # already rounded
+    assert eng.process(ev("judge", "j3", "x", audit=True)).duplicate == "unit"
+    assert eng.process(ev("label", "l3", "y")).duplicate is None  # orphan
+    assert eng.process(ev("label", "l4", "y")).duplicate == "unit"  # second orphan label
+    assert eng.process(ev("judge", "j4", "z", audit=False)).duplicate is None
+    assert eng.process(ev("judge", "j5", "z", audit=False)).duplicate == "unit"
+    # same example for another model is another unit
+    assert eng.process(ev("judge", "j6", "z", model="m2", audit=False)).duplicate is None
+    assert model_view(eng)["counts"]["rounds"] == 1
+    assert eng.counters["duplicates"] == {"event_id": 0, "unit": 5}
+
+
+def test_dedupe_window_bound() -> None:
+    eng = Engine(make_config(dedupe_max_ids=2))
+    for i in range(3):
+        eng.process(ev("judge", f"j{i}", f"x{i}", audit=False))
+    assert len(eng.suites["qa"].ids) == 2 and len(eng.suites["qa"].units) == 2
+    # j0 fell out of the window: a duplicate of an unaudited judge is no longer recognized
+    assert eng.process(ev("judge", "j0", "x0", audit=False)).duplicate is None
+    # but a rounded unit is still recognized through the rounded-unit memory
+    eng.process(ev("judge", "a", "u", audit=True))
+    eng.process(ev("label", "b", "u"))
+    for i in range(5):
+        eng.process(ev("judge", f"k{i}", f"k{i}", audit=False))
+    assert eng.process(ev("label", "b", "u")).duplicate == "unit"
+
+
+def test_dedupe_window_time_bound() -> None:
+    eng = Engine(make_config(dedupe_ttl_seconds=10.0))
+    eng.process(ev("judge", "j0", "x0", ts=0, audit=False))
+    eng.process(ev("judge", "j1", "x1", ts=10, audit=False))
+    assert eng.process(ev("judge", "j0", "x0", ts=10, audit=False)).duplicate == "event_id"
+    eng.process(ev("judge", "j2", "x2", ts=10.5, audit=False))
+    assert "j0" not in eng.suites["qa"].ids
+
+
+# ---------------------------------------------------------------------- expiry
+def test_expiry_by_count() -> None:
+    eng = Engine(make_config(max_pending=2, max_orphans=1))
+    for i in range(3):
+        eng.process(ev("judge", f"j{i}", f"x{i}", audit=True))
+    mv = model_view(eng)
+    assert mv["counts"]["expired_pending"] == 1 and mv["pending_units"] == 2
+    # the expired unit's label is not used (its judge was seen: counted unsolicited)
+    eng.process(ev("label", "l0", "x0"))
+    assert model_view(eng)["counts"]["rounds"] == 0
+    assert model_view(eng)["counts"]["unsolicited_labels"] == 1
+    eng.process(ev("label", "o1", "y1"))
+    eng.process(ev("label", "o2", "y2"))
+    mv = model_view(eng)
+    assert mv["counts"]["expired_orphans"] == 1 and mv["orphan_labels"] == 1
+
+
+def test_expiry_by_event_time() -> None:
+    eng = Engine(make_config(pending_ttl_seconds=10.0, orphan_ttl_seconds=5.0))
+    eng.process(ev("judge", "j0", "x0", ts=100, audit=True))
+    eng.process(ev("label", "l9", "y9", ts=100))
+    eng.process(ev("judge", "j1", "x1", ts=105, audit=False))  # orphan tick 100: not yet
+    assert model_view(eng)["counts"]["expired_orphans"] == 0
+    eng.process(ev("judge", "j2", "x2", ts=105.5, audit=False))
+    mv = model_view(eng)
+    assert mv["counts"]["expired_orphans"] == 1 and mv["orphan_labels"] == 0
+    assert mv["counts"]["expired_pending"] == 0
+    eng.process(ev("judge", "j3", "x3", ts=99, audit=False))  # late event: no expiry
+    assert model_view(eng)["counts"]["expired_pending"] == 0
+    eng.process(ev("judge", "j4", "x4", ts=110.01, audit=False))
+    mv = model_view(eng)
+    assert mv["counts"]["expired_pending"] == 1 and mv["pending_units"] == 0
+    eng.process(ev("label", "l0", "x0", ts=111))
+    assert model_view(eng)["counts"]["rounds"] == 0
+
+
+def test_expiry_is_per_suite() -> None:
+    eng = Engine(make_config(pending_ttl_seconds=10.0))
+    eng.process(ev("judge", "j0", "x0", ts=0, audit=True, suite="a"))
+    eng.process(ev("judge", "j1", "x1", ts=1000, audit=False, suite="b"))
+    assert model_view(eng, suite="a")["pending_units"] == 1
+
+
+# ---------------------------------------------------------------------- audit
+def test_audit_hash_determinism_and_requests() -> None:
+    cfg = make_config(audit_rate=0.3, audit_salt="pepper")
+    lines = [ev("judge", f"j{i}", f"x{i}", loss=0.0, ts=i) for i in range(2000)]
+    runs = []
+    for _ in range(2):
+        eng = Engine(cfg)
+        reqs = [r for line in lines for r in eng.process(line).requests]
+        runs.append(reqs)
+    assert runs[0] == runs[1]
+    requested = {r["example_id"] for r in runs[0]}
+    expected = {f"x{i}" for i in range(2000) if is_audited("pepper", "qa", "m", f"x{i}", 0.3)}
+    assert requested == expected
+    # binomial(2000, 0.3): 5 sigma band
+    assert abs(len(requested) - 600) < 5 * math.sqrt(2000 * 0.3 * 0.7)
+    r = runs[0][0]
+    assert set(r) == {"kind", "suite", "model", "example_id", "event_id", "ts"}
+    assert r["kind"] == "label" and r["suite"] == "qa"
+    assert eng.counters["label_requests"] == len(requested)
+    assert model_view(eng)["counts"]["label_requests"] == len(requested)
+    assert model_view(eng)["pending_units"] == len(requested)
+
+
+def test_event_flag_overrides_hash_and_no_request() -> None:
+    eng = Engine(make_config(audit_rate=1.0))
+    res = eng.process(ev("judge", "j", "x", audit=False))
+    assert res.requests == [] and eng.suites["qa"].models["m"].block_count == 1
+    res = eng.process(ev("judge", "k", "y", audit=True, stratum="s1"))
+    assert res.requests == [] and model_view(eng)["pending_units"] == 1
+    res = eng.process(ev("judge", "l", "z", stratum="s1"))
+    assert res.requests[0]["stratum"] == "s1"
+
+
+# ---------------------------------------------------------------------- routing, rejects
+def test_unrouted_and_rejected_attribution() -> None:
+    cfg = make_config(name="qa*", models=["m", "n"])
+    eng = Engine(cfg)
+    eng.process(ev("judge", "a", "x", suite="other", audit=False))
+    eng.process(ev("judge", "b", "x", model="zz", audit=False))
+    assert eng.counters["unrouted"] == 2 and "other" not in eng.suites
+    res = eng.process(ev("judge", "c", "x", loss=7.0))
+    assert res.rejection is not None and res.rejection.reason == "out_of_range"
+    assert res.dead_letter is not None and res.dead_letter["reason"] == "out_of_range"
+    assert model_view(eng)["counts"]["rejected"] == 1
+    assert eng.counters["rejected"]["out_of_range"] == 1
+    assert eng.counters["events_in"] == 3
+
+
+# ---------------------------------------------------------------------- alerts
+def certify_stream(model: str = "m", n: int = 30, loss: float = 0.0, start: int = 0) -> list[bytes]:
+    out = []
+    for i in range(start, start + n):
+        out.append(ev("judge", f"j{model}{i}", f"x{i}", loss=loss, ts=i, model=model, audit=True))
+        out.append(ev("label", f"l{model}{i}", f"x{i}", loss=loss, ts=i, model=model))
+    return out
+
+
+def run(eng: Engine, lines: list[bytes]) -> list[dict[str, Any]]:
+    return [a for line in lines for a in eng.process(line).alerts]
+
+
+def test_alerts_certified_violated_lost_and_stable_ids() -> None:
+    cfg = make_config()
+    lines = certify_stream(n=30, loss=0.0) + certify_stream(n=120, loss=1.0, start=30)
+    alerts = run(Engine(cfg), lines)
+    kinds = [a["kind"] for a in alerts]
+    assert kinds == ["certified", "violated", "certificate_lost"]
+    for a in alerts:
+        assert a["id"] == alert_id("qa", "m", "risk", a["kind"], a["round"])
+        assert a["method"] == "r_autoeval_plus"
+        ev_ = a["evidence"]
+        assert ev_["log_e_value"] >= ev_["log_threshold"]
+        assert ev_["rounds"] == a["round"]
+        assert {"cs_lower", "cs_upper", "rho_weights", "rhos", "risk_estimate"} <= set(ev_)
+    assert alerts[1]["round"] == alerts[2]["round"]
+    assert run(Engine(cfg), lines) == alerts  # replay: identical ids and content
+    eng = Engine(cfg)
+    run(eng, lines)
+    m = model_view(eng)["certificates"]["risk"]["methods"]["r_autoeval_plus"]
+    assert m["status"] == "violated"
+    assert m["certified_at_round"] == alerts[0]["round"]
+    assert m["violated_at_round"] == alerts[1]["round"]
+    assert m["status_changed_ts"] == json.loads(lines[2 * alerts[1]["round"] - 1])["ts"]
+    assert eng.counters["alerts"]["certificate_lost"] == 1
+
+
+# ---------------------------------------------------------------------- multiplicity
+def test_bonferroni_threshold() -> None:
+    eng = Engine(make_config(models=["a", "b"], multiplicity="bonferroni"))
+    eng.process(ev("judge", "j", "x", model="a", audit=False))
+    s = eng.state_view()["suites"]["qa"]
+    assert s["multiplicity"] == "bonferroni" and s["family_size"] == 2
+    m = s["models"]["a"]["certificates"]["risk"]["methods"]["r_eval"]
+    assert m["log_threshold"] == pytest.approx(math.log(2 / 0.1))
+
+
+def test_bonferroni_glob_needs_family_size() -> None:
+    with pytest.raises(ValueError, match="family_size is required"):
+        make_config(multiplicity="bonferroni")
+    eng = Engine(make_config(multiplicity="bonferroni", family_size=4))
+    eng.process(ev("judge", "j", "x", audit=False))
+    m = model_view(eng)["certificates"]["risk"]["methods"]["r_eval"]
+    assert m["log_threshold"] == pytest.approx(math.log(4 / 0.1))
+
+
+def test_fixed_sequence_gates_in_order() -> None:
+    lines = certify_stream("a", 40, 0.0) + certify_stream("b", 40, 0.5)
+    for order, a_status in ((["a", "b"], "certified"), (["b", "a"], "pending")):
+        eng = Engine(make_config(models=order, multiplicity="fixed_sequence"))
+        alerts = run(eng, lines)
+        s = eng.state_view()["suites"]["qa"]["models"]
+        st = s["a"]["certificates"]["risk"]["methods"]["r_autoeval_plus"]
+        assert st["status"] == a_status
+        mon = eng.suites["qa"].models["a"].monitors[("risk", "r_autoeval_plus")]
+        assert mon.status == "certified"  # the raw test crossed either way
+        certified = [a["model"] for a in alerts if a["kind"] == "certified"]
+        assert certified == (["a"] if a_status == "certified" else [])
+        # b is violated: reported at the per-test level, and it stops the sequence
+        assert s["b"]["certificates"]["risk"]["methods"]["r_autoeval_plus"]["status"] == "violated"
+
+
+def test_e_bh_matches_function() -> None:
+    from monitor.stats.multiplicity import e_bh
+
+    lines = certify_stream("a", 25) + certify_stream("b", 12) + certify_stream("c", 5)
+    eng = Engine(make_config(models=["a", "b", "c"], multiplicity="e_bh"))
+    run(eng, lines)
+    models = eng.suites["qa"].models
+    for meth in ("r_eval", "r_autoeval_plus"):
+        log_es = [models[n].monitors[("risk", meth)].log_e_certify for n in "abc"]
+        expected = e_bh(log_es, 0.1)
+        got = [models[n].effective[("risk", meth)].status == "certified" for n in "abc"]
+        assert got == expected
+
+
+# ---------------------------------------------------------------------- state and restore
+def mixed_stream() -> list[bytes]:
+    lines: list[bytes] = []
+    for i in range(40):
+        m = "m" if i % 3 else "n"
+        lines.append(ev("judge", f"j{i}", f"x{i}", loss=(i % 5 == 0) * 1.0, ts=i, model=m,
+                        audit=(i % 2 == 0)))
+        if i % 2 == 0 and i % 7:
+            lines.append(ev("label", f"l{i}", f"x{i}", loss=(i % 4 == 0) * 1.0, ts=i + 0.5,
+                            model=m))
+        if i % 11 == 0:
+            lines.append(ev("judge", f"j{i}", f"x{i}", ts=i, model=m))  # duplicate id
+            lines.append(b'{"type": "judge", "loss": 2}')
+        if i % 13 == 0:
+            lines.append(ev("label", f"early{i}", f"x{i + 1}", loss=1.0, ts=i, model=m))
+    lines.append(b"\xff")
+    return lines
+
+
+def test_state_view_contract_keys() -> None:
+    eng = Engine(make_config(pending_ttl_seconds=5.0))
+    run(eng, mixed_stream())
+    view = json.loads(dump(eng))
+    assert set(view) == {"suites", "counters"}
+    assert set(view["counters"]) >= {"events_in", "rejected", "duplicates", "alerts",
+                                      "label_requests"}
+    suite = view["suites"]["qa"]
+    assert set(suite) == {"models", "multiplicity", "family_size"}
+    mv = suite["models"]["m"]
+    assert set(mv) == {"counts", "certificates", "judge_bias", "pending_units", "orphan_labels"}
+    assert set(mv["counts"]) == {"judge", "labels", "rounds", "unsolicited_labels", "duplicates",
+                                 "rejected", "label_requests", "expired_pending",
+                                 "expired_orphans"}
+    cert = mv["certificates"]["risk"]
+    assert set(cert) == {"alpha", "delta", "methods"}
+    meth = cert["methods"]["r_autoeval_plus"]
+    assert set(meth) == {"rounds", "log_e_certify", "log_e_violate", "cs_lower", "cs_upper",
+                         "status", "certified_at_round", "violated_at_round", "rho_weights",
+                         "risk_estimate", "log_threshold", "rhos", "cs_valid",
+                         "status_changed_ts"}
+    assert len(meth["rho_weights"]) == 3 and cert["methods"]["r_eval"]["rho_weights"] == [1.0]
+    assert view["counters"]["rejected"]["invalid_json"] == 0
+    assert view["counters"]["rejected"]["undecodable"] == 1
+    assert view["counters"]["duplicates"]["event_id"] == 4
+
+
+def test_restore_at_every_prefix_is_identical() -> None:
+    cfg = make_config(pending_ttl_seconds=6.0, orphan_ttl_seconds=3.0, dedupe_max_ids=30)
+    lines = mixed_stream()
+    full = Engine(cfg)
+    full_alerts = run(full, lines)
+    expected, expected_snap = dump(full), json.dumps(full.snapshot(), sort_keys=True)
+    for k in range(len(lines) + 1):
+        eng = Engine(cfg)
+        alerts = run(eng, lines[:k])
+        data = encode_checkpoint(eng.snapshot(), {"offset": k, "line": k})
+        snap, pos = decode_checkpoint(data)
+        assert pos["line"] == k
+        restored = Engine.restore(cfg, snap)
+        alerts += run(restored, lines[k:])
+        assert dump(restored) == expected, k
+        assert json.dumps(restored.snapshot(), sort_keys=True) == expected_snap, k
+        assert alerts == full_alerts
+
+
+def test_restore_refuses_other_config_and_garbage() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("judge", "j", "x", audit=True))
+    snap = eng.snapshot()
+    with pytest.raises(CheckpointError, match="different"):
+        Engine.restore(make_config(audit_rate=0.5), snap)
+    with pytest.raises(CheckpointError, match="not a version-1 engine snapshot"):
+        Engine.restore(make_config(), {"kind": "x"})
+    bad = json.loads(json.dumps(snap))
+    del bad["suites"][0]["models"][0]["counts"]["judge"]
+    with pytest.raises(CheckpointError, match="malformed"):
+        Engine.restore(make_config(), bad)
+
+
+def test_listed_models_exist_from_start_and_rejected_first_event() -> None:
+    eng = Engine(make_config(models=["a", "b*"], multiplicity="e_bh", family_size=3))
+    res = eng.process(ev("judge", "j", "x", model="bz", loss=9.0))
+    assert res.rejection is not None
+    models = eng.state_view()["suites"]["qa"]["models"]
+    assert set(models) == {"a", "bz"} and models["bz"]["counts"]["rejected"] == 1
+    assert models["a"]["certificates"]["risk"]["methods"]["r_eval"]["status"] == "pending"
+    json.dumps(eng.state_view(), allow_nan=False)
+    run(eng, certify_stream("a", 40))
+    assert eng.state_view()["suites"]["qa"]["family_size"] == 3
+
+
+def test_duplicates_and_unrouted_do_not_move_event_time() -> None:
+    eng = Engine(make_config(pending_ttl_seconds=10.0, models=["m"]))
+    eng.process(ev("judge", "j0", "x0", ts=0, audit=True))
+    eng.process(ev("judge", "j0", "x9", ts=1e9, audit=False))  # duplicate id, far future
+    eng.process(ev("judge", "u", "x8", ts=1e9, model="zz", audit=False))  # unrouted model
+    assert eng.suites["qa"].watermark == 0.0
+    assert model_view(eng)["pending_units"] == 1
