@@ -1,0 +1,503 @@
+"""PULSE best-model identification: UCB-E over models with AIPW low-rank-powered estimates.
+
+PULSE (Tolochinsky, Tenzer, Romano), Algorithm 1, in a request/response form an engine can hold
+per suite: :meth:`SelectionBandit.next_requests` returns ``(model, example_ids)`` pulls to
+evaluate, :meth:`SelectionBandit.update` takes the scores back one at a time, in any order.
+Methods: ``"pulse"`` (UCB-E on AIPW estimates), ``"ucbe"`` (UCB-E on observation means) and
+``"naive"`` (UCB-E on predictions treated as truth). Every method also feeds the anytime-valid
+best-model certificate of :mod:`monitor.stats.bestarm` with AIPW increments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.stats.aipw import AIPWEstimator, LambdaRule, PullPlan, sequential_increments
+from monitor.stats.bestarm import BestModelCertifier
+from monitor.stats.lowrank import LogisticLowRank, RefitCost, sigmoid
+
+FloatArray = NDArray[np.float64]
+Method = Literal["pulse", "ucbe", "naive"]
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """Parameters of a selection run (Algorithm 1's inputs).
+
+    Attributes
+    ----------
+    method : {"pulse", "ucbe", "naive"}
+        Estimator driving UCB-E.
+    batch_size : int
+        ``B``: examples per pull.
+    budget : int or None
+        ``T``: total evaluations including initialization (None: until everything is observed).
+    init_pulls : int
+        ``T0``: initial pulls per model (drawn with ``lam = 0``).
+    exploration : float
+        ``a`` in the UCB-E index ``mu_hat + sqrt(a / |O_i|)``.
+    refit_every : int
+        ``tau``: refit the model factors every ``tau`` completed bandit pulls.
+    l2 : float
+        Ridge of the model-factor refit.
+    freeze_examples : bool
+        Keep the example factors fixed (Algorithm 1). False refits them jointly (eq. 1) at every
+        refit, e.g. when no historical matrix warm-started them.
+    lambda_rule : {"regression", "paper", "zero", "one"}
+        AIPW weight rule (see :class:`monitor.stats.aipw.AIPWEstimator`). The default is the
+        predictable calibration slope; ``"paper"`` is Step 3 (eq. 27), which collapses to 0 when
+        the predictions are biased (see the benchmark).
+    delta, epsilon, bet_cap : float
+        Certificate level, tolerance and bet cap (see :class:`BestModelCertifier`).
+    certify : bool
+        Maintain the certificate (costs one bisection per pull).
+    seed : int
+        Randomness of pull ``s`` is ``Philox(SeedSequence(seed, spawn_key=(s,)))``.
+    """
+
+    method: Method = "pulse"
+    batch_size: int = 64
+    budget: int | None = None
+    init_pulls: int = 1
+    exploration: float = 1.0
+    refit_every: int = 10
+    l2: float = 1.0
+    freeze_examples: bool = True
+    lambda_rule: LambdaRule = "regression"
+    delta: float = 0.05
+    epsilon: float = 0.0
+    bet_cap: float = 0.5
+    certify: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Validate."""
+        if self.method not in ("pulse", "ucbe", "naive"):
+            raise ValueError(f"unknown method {self.method!r}")
+        if self.batch_size < 1 or self.init_pulls < 1 or self.refit_every < 1:
+            raise ValueError("batch_size, init_pulls and refit_every must be >= 1")
+        if self.budget is not None and self.budget < 1:
+            raise ValueError("budget must be >= 1")
+        if self.exploration < 0:
+            raise ValueError("exploration must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SelectionConfig:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**d)
+
+
+def ucb_index(estimates: ArrayLike, n_observed: ArrayLike, exploration: float) -> FloatArray:
+    """UCB-E index ``mu_hat + sqrt(a / |O_i|)`` (Algorithm 1, line 13).
+
+    Parameters
+    ----------
+    estimates : array_like
+        Current estimates (nan counts as -inf).
+    n_observed : array_like
+        Observed examples per model (0 gives +inf).
+    exploration : float
+        ``a``.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Notes
+    -----
+    Heuristic index (Audibert & Bubeck's UCB-E with ``|O_i|`` observed examples); no coverage
+    is claimed for ``mu_hat +- sqrt(a / |O_i|)``. Valid bounds come from
+    :class:`monitor.stats.bestarm.BestModelCertifier`.
+
+    Examples
+    --------
+    >>> ucb_index([0.5, 0.6], [4, 100], 1.0).round(2).tolist()
+    [1.0, 0.7]
+    """
+    est = np.nan_to_num(np.asarray(estimates, dtype=np.float64), nan=-np.inf)
+    k = np.asarray(n_observed, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(k > 0, est + np.sqrt(exploration / np.maximum(k, 1.0)), np.inf)
+
+
+class SelectionBandit:
+    """One suite's best-model selection state.
+
+    Parameters
+    ----------
+    config : SelectionConfig
+        Parameters.
+    n_models, n_examples : int
+        Benchmark shape; models and examples are referred to by index.
+    example_factors : array_like, shape (n_examples, r), optional
+        Example factors, e.g. from :func:`monitor.stats.lowrank.fit_logistic_factors` on a
+        historical matrix (frozen unless ``config.freeze_examples`` is False; without history
+        pass a small random matrix and ``freeze_examples=False``). Required for ``"pulse"`` and
+        ``"naive"``.
+
+    Notes
+    -----
+    Guarantees: each AIPW estimate is unbiased at every pull count whatever the predictions
+    (:class:`monitor.stats.aipw.AIPWEstimator`); the certificate names a non-``epsilon``-best model
+    with probability at most ``delta`` over the whole run (:class:`BestModelCertifier`). The
+    *identification* probability of ``leader`` after a budget ``T`` is the paper's Theorem 2
+    (a bound depending on ``a`` and the variances; no level is promised). A model has at most one
+    outstanding pull, so several requests in flight go to distinct models (in UCB order); refits
+    happen when pulls complete and only affect pulls planned afterwards. ``to_state`` /
+    ``from_state`` round-trip exactly: a restored bandit continues bit-identically.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> truth = (rng.random((3, 40)) < [[0.9], [0.5], [0.2]]).astype(float)
+    >>> cfg = SelectionConfig(method="ucbe", batch_size=8, budget=120, seed=3)
+    >>> bandit = SelectionBandit(cfg, 3, 40)
+    >>> while reqs := bandit.next_requests(2):
+    ...     for model, ids in reqs:
+    ...         bandit.update_many(model, ids, truth[model, ids])
+    >>> bandit.leader, bandit.calls_completed
+    (0, 120)
+    """
+
+    def __init__(self, config: SelectionConfig, n_models: int, n_examples: int,
+                 example_factors: ArrayLike | None = None) -> None:
+        self._cfg = config
+        self._m, self._n = int(n_models), int(n_examples)
+        self._aipw = AIPWEstimator(self._m, self._n, config.lambda_rule)
+        self._cert = BestModelCertifier(self._m, config.delta, config.epsilon, config.bet_cap)
+        self._lr: LogisticLowRank | None = None
+        if config.method != "ucbe":
+            if example_factors is None:
+                raise ValueError(f"method {config.method!r} needs example_factors")
+            self._lr = LogisticLowRank(self._m, example_factors, l2=config.l2,
+                                       freeze_examples=config.freeze_examples)
+            if self._lr.example_factors.shape[0] != self._n:
+                raise ValueError("example_factors must have one row per example")
+        self._pred: FloatArray | None = None  # set at the first refit (end of initialization)
+        self._naive = np.full(self._m, np.nan)
+        self._received: dict[int, dict[int, float]] = {}
+        self._steps = 0
+        self._issued = 0
+        self._completed = 0
+        self._bandit_done = 0
+        self._dirty: set[int] = set()
+        self._refits = 0
+        self._cost = RefitCost(0, 0, 0, 0)
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def config(self) -> SelectionConfig:
+        """The configuration."""
+        return self._cfg
+
+    @property
+    def n_models(self) -> int:
+        """Number of models."""
+        return self._m
+
+    @property
+    def n_examples(self) -> int:
+        """Number of examples."""
+        return self._n
+
+    @property
+    def pulls(self) -> NDArray[np.int64]:
+        """Completed pulls per model."""
+        return self._aipw.pulls
+
+    @property
+    def n_observed(self) -> NDArray[np.int64]:
+        """Evaluations received per model (completed pulls)."""
+        return self._aipw.n_observed
+
+    @property
+    def aipw_estimates(self) -> FloatArray:
+        """AIPW estimates (eq. 3), nan before a model's first pull."""
+        return self._aipw.estimates
+
+    @property
+    def estimates(self) -> FloatArray:
+        """Estimates the method ranks by (AIPW, observation means or naive pooling)."""
+        if self._cfg.method == "pulse":
+            return self._aipw.estimates
+        if self._cfg.method == "ucbe" or self._pred is None:
+            return self._aipw.observed_means
+        return self._naive.copy()
+
+    @property
+    def lower(self) -> FloatArray:
+        """Anytime-valid lower bounds (simultaneous at level ``delta``)."""
+        return self._cert.lower
+
+    @property
+    def upper(self) -> FloatArray:
+        """Anytime-valid upper bounds (simultaneous at level ``delta``)."""
+        return self._cert.upper
+
+    @property
+    def leader(self) -> int:
+        """Current argmax of :attr:`estimates` (Algorithm 1's output), ties to lowest index."""
+        est = np.nan_to_num(self.estimates, nan=-np.inf)
+        return int(np.argmax(est))
+
+    @property
+    def ranks(self) -> NDArray[np.int64]:
+        """Rank of each model by :attr:`estimates` (0 = leader)."""
+        est = np.nan_to_num(self.estimates, nan=-np.inf)
+        order = np.argsort(-est, kind="stable")
+        r = np.empty(self._m, dtype=np.int64)
+        r[order] = np.arange(self._m)
+        return r
+
+    @property
+    def best_model(self) -> int | None:
+        """Model certified best (first certificate, sticky), or None."""
+        c = self._cert.certificate
+        return None if c is None else int(c["model"])
+
+    @property
+    def certificate(self) -> dict[str, Any] | None:
+        """Evidence of the best-model certificate (see :meth:`BestModelCertifier.evidence`)."""
+        c = self._cert.certificate
+        if c is not None:
+            c["calls"] = self._completed
+        return c
+
+    @property
+    def calls_issued(self) -> int:
+        """Evaluations requested so far."""
+        return self._issued
+
+    @property
+    def calls_completed(self) -> int:
+        """Evaluations received so far."""
+        return self._completed
+
+    @property
+    def budget_used_ratio(self) -> float:
+        """Issued evaluations over the budget (over ``m n`` when unlimited)."""
+        total = self._cfg.budget if self._cfg.budget is not None else self._m * self._n
+        return self._issued / total
+
+    @property
+    def refits(self) -> int:
+        """Refits done."""
+        return self._refits
+
+    @property
+    def refit_cost(self) -> RefitCost:
+        """Total compute of all refits."""
+        return self._cost
+
+    @property
+    def stage(self) -> str:
+        """``"init"`` until every model has ``T0`` pulls, then ``"bandit"``."""
+        return "init" if self._pred is None and self._in_init() else "bandit"
+
+    # ------------------------------------------------------------------ requests
+    def _in_init(self) -> bool:
+        need = (self._aipw.pulls < self._cfg.init_pulls) & (self._aipw.n_observed < self._n)
+        return bool(need.any())
+
+    def _remaining_budget(self) -> int:
+        if self._cfg.budget is None:
+            return self._m * self._n - self._issued
+        return self._cfg.budget - self._issued
+
+    def _rng(self, step: int) -> np.random.Generator:
+        ss = np.random.SeedSequence(self._cfg.seed, spawn_key=(step,))
+        return np.random.Generator(np.random.Philox(ss))
+
+    def _candidates(self) -> list[int]:
+        nobs = self._aipw.n_observed
+        ok = ~self._aipw.pending_mask & (nobs < self._n)
+        if self._in_init():
+            return np.flatnonzero(ok & (self._aipw.pulls < self._cfg.init_pulls)).tolist()
+        idx = ucb_index(self.estimates, nobs, self._cfg.exploration)
+        if not ok.any():
+            return []
+        idx[~ok] = -np.inf
+        order = np.argsort(-idx, kind="stable")
+        return [int(i) for i in order[: int(ok.sum())]]
+
+    def next_requests(self, max_requests: int = 1) -> list[tuple[int, list[int]]]:
+        """Plan up to ``max_requests`` pulls (distinct models) and return them.
+
+        Parameters
+        ----------
+        max_requests : int
+            Maximum number of pulls to issue now.
+
+        Returns
+        -------
+        list of (int, list of int)
+            ``(model, example_ids)`` per pull; empty when the budget is spent, every model is
+            waiting for scores, or everything is observed.
+        """
+        out: list[tuple[int, list[int]]] = []
+        if self._pred is None and not self._in_init() and self._lr is not None:
+            self._initial_refit()
+        for i in self._candidates():
+            if len(out) >= max_requests:
+                break
+            left = self._remaining_budget()
+            if left < 1:
+                break
+            bsz = min(self._cfg.batch_size, left)
+            in_init = bool(self._aipw.pulls[i] < self._cfg.init_pulls)
+            preds = None if (in_init or self._pred is None) else self._pred[i]
+            plan = self._aipw.plan(i, bsz, self._rng(self._steps), predictions=preds,
+                                   step=self._steps)
+            self._steps += 1
+            self._issued += len(plan.examples)
+            self._received[i] = {}
+            out.append((i, list(plan.examples)))
+        return out
+
+    # ------------------------------------------------------------------ responses
+    def update(self, model: int, example_id: int, score: float) -> None:
+        """Record one requested evaluation; completes the pull when its last score arrives.
+
+        Parameters
+        ----------
+        model : int
+            Model index.
+        example_id : int
+            Example index; must belong to the model's outstanding pull.
+        score : float
+            Score in [0, 1].
+
+        Raises
+        ------
+        ValueError
+            Unrequested or duplicate evaluation, or a score outside [0, 1].
+        """
+        plan = self._aipw.pending(model)
+        if plan is None or example_id not in plan.examples:
+            raise ValueError(f"evaluation ({model}, {example_id}) was not requested")
+        got = self._received[model]
+        if example_id in got:
+            raise ValueError(f"duplicate evaluation ({model}, {example_id})")
+        s = float(score)
+        if not 0.0 <= s <= 1.0:
+            raise ValueError("score must lie in [0, 1]")
+        got[int(example_id)] = s
+        if len(got) == len(plan.examples):
+            self._complete(plan, [got[j] for j in plan.examples])
+
+    def update_many(self, model: int, example_ids: ArrayLike, scores: ArrayLike) -> None:
+        """Record several evaluations of one model (see :meth:`update`).
+
+        Parameters
+        ----------
+        model : int
+            Model index.
+        example_ids : array_like of int
+            Example indices.
+        scores : array_like of float
+            Scores in the same order.
+        """
+        for j, s in zip(np.asarray(example_ids).tolist(), np.asarray(scores).tolist(),
+                        strict=True):
+            self.update(model, int(j), float(s))
+
+    def _complete(self, plan: PullPlan, scores: list[float]) -> None:
+        i = plan.model
+        was_init = bool(self._aipw.pulls[i] < self._cfg.init_pulls)
+        self._aipw.complete(plan, scores)
+        del self._received[i]
+        self._completed += len(scores)
+        if self._cfg.certify:
+            inc = sequential_increments(plan, scores, self._n)
+            self._cert.update(i, **inc)
+            obs = float(self._aipw.observed_sum[i])
+            left = float(self._n - int(self._aipw.n_observed[i]))
+            self._cert.set_exact(i, obs / self._n, (obs + left) / self._n)
+        self._dirty.add(i)
+        if self._pred is not None:
+            self._naive_row(i)
+        if self._lr is None:
+            return
+        if self._pred is None:
+            if not self._in_init():
+                self._initial_refit()
+            return
+        if not was_init:
+            self._bandit_done += 1
+            if self._bandit_done % self._cfg.refit_every == 0:
+                self._refit()
+
+    def _naive_row(self, i: int) -> None:
+        assert self._pred is not None
+        self._naive[i] = self._aipw.naive_estimate(i, self._pred[i])
+
+    def _predict_rows(self, rows: list[int]) -> None:
+        assert self._lr is not None and self._pred is not None
+        u = self._lr.model_factors
+        v = self._lr.example_factors
+        for i in rows:
+            self._pred[i] = sigmoid(v @ u[i])
+            self._naive_row(i)
+
+    def _initial_refit(self) -> None:
+        assert self._lr is not None
+        self._pred = np.zeros((self._m, self._n))
+        self._refit()
+
+    def _refit(self) -> None:
+        assert self._lr is not None
+        rows = sorted(self._dirty)
+        cost = self._lr.refit(self._aipw.observed_scores, self._aipw.mask, rows=rows)
+        self._cost = self._cost + cost
+        self._refits += 1
+        self._dirty.clear()
+        self._predict_rows(rows if self._cfg.freeze_examples else list(range(self._m)))
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state; :meth:`from_state` restores it exactly."""
+        return {
+            "format": "certmon.selection", "version": 1,
+            "config": self._cfg.to_dict(), "n_models": self._m, "n_examples": self._n,
+            "aipw": self._aipw.to_state(), "certifier": self._cert.to_state(),
+            "lowrank": None if self._lr is None else self._lr.to_state(),
+            "predicted": self._pred is not None,
+            "received": {str(k): [[j, s] for j, s in v.items()] for k, v in
+                         self._received.items()},
+            "steps": self._steps, "issued": self._issued, "completed": self._completed,
+            "bandit_done": self._bandit_done, "dirty": sorted(self._dirty),
+            "refits": self._refits, "cost": self._cost.to_dict(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SelectionBandit:
+        """Rebuild from :meth:`to_state` output."""
+        if state.get("format") != "certmon.selection" or state.get("version") != 1:
+            raise ValueError("not a version-1 selection state")
+        cfg = SelectionConfig.from_dict(dict(state["config"]))
+        lr_state = state["lowrank"]
+        v = None if lr_state is None else np.asarray(lr_state["v"], dtype=np.float64)
+        obj = cls(cfg, int(state["n_models"]), int(state["n_examples"]), example_factors=v)
+        obj._aipw = AIPWEstimator.from_state(state["aipw"])
+        obj._cert = BestModelCertifier.from_state(state["certifier"])
+        if lr_state is not None:
+            obj._lr = LogisticLowRank.from_state(lr_state)
+        obj._received = {int(k): {int(j): float(s) for j, s in v_} for k, v_ in
+                         state["received"].items()}
+        obj._steps, obj._issued = int(state["steps"]), int(state["issued"])
+        obj._completed, obj._bandit_done = int(state["completed"]), int(state["bandit_done"])
+        obj._dirty = {int(x) for x in state["dirty"]}
+        obj._refits = int(state["refits"])
+        obj._cost = RefitCost(**{k: int(x) for k, x in state["cost"].items()})
+        if state["predicted"]:
+            obj._pred = np.zeros((obj._m, obj._n))
+            obj._predict_rows(list(range(obj._m)))
+        return obj
