@@ -86,7 +86,12 @@ class AlertmanagerSink:
     timeout : float, optional
         Per-request timeout in seconds.
     max_attempts : int, optional
-        Attempts per Alertmanager in a blocking :meth:`flush`.
+        Attempts per Alertmanager in a blocking :meth:`flush` (and in :meth:`close`).
+    blocking_flush : bool, optional
+        If False, :meth:`flush` makes one non-blocking attempt, like :meth:`emit` (for a
+        runner that flushes before every checkpoint: delivery to Alertmanager is then
+        best-effort, covered by re-sends and by :meth:`reconcile` after a restart);
+        :meth:`close` still retries.
     backoff_initial, backoff_max : float, optional
         Retry delay after the first failure, doubling up to ``backoff_max`` seconds.
     resolved_retention : float, optional
@@ -149,6 +154,7 @@ class AlertmanagerSink:
         once_lifetime: float = 3600.0,
         timeout: float = 5.0,
         max_attempts: int = 4,
+        blocking_flush: bool = True,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         resolved_retention: float = 900.0,
@@ -169,6 +175,7 @@ class AlertmanagerSink:
         self._once_lifetime = once_lifetime
         self._timeout = timeout
         self._max_attempts = max_attempts
+        self._blocking_flush = blocking_flush
         self._backoff = (backoff_initial, backoff_max)
         self._retention = resolved_retention
         self._extra = dict(extra_labels or {})
@@ -200,15 +207,16 @@ class AlertmanagerSink:
     def flush(self) -> None:
         """Deliver everything due (changes and re-sends), retrying with bounded backoff."""
         with self._lock:
-            self._send_due(blocking=True)
+            self._send_due(blocking=self._blocking_flush)
 
     def close(self) -> None:
-        """Stop the re-send thread, if any, and flush (active alerts stay active)."""
+        """Stop the re-send thread, if any, and flush, retrying (active alerts stay active)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self._timeout * 2)
             self._thread = None
-        self.flush()
+        with self._lock:
+            self._send_due(blocking=True)
 
     # ------------------------------------------------------------------ public extras
     def start(self, tick: float | None = None) -> None:

@@ -136,8 +136,13 @@ def test_k8s_manifests_have_required_fields() -> None:
 def test_compose_and_k8s_configs_agree_except_broker() -> None:
     compose_cfg = tomllib.loads((DEPLOY / "certmon" / "certmon.toml").read_text())
     k8s_cfg = tomllib.loads(k8s_docs()["ConfigMap"]["data"]["certmon.toml"])
-    compose_cfg["kafka"].pop("bootstrap_servers")
-    k8s_cfg["kafka"].pop("bootstrap_servers")
+    for cfg in (compose_cfg, k8s_cfg):
+        cfg["kafka"].pop("bootstrap_servers")
+        # Both push to an Alertmanager (and link a Grafana), at cluster-specific addresses.
+        assert cfg["sinks"]["alerts"][0] == "kafka"
+        assert cfg["sinks"]["alerts"][1].startswith("alertmanager:http://")
+        cfg["sinks"]["alerts"][1] = "alertmanager:<url>"
+        cfg["sinks"]["alertmanager"].pop("grafana_url")
     assert compose_cfg == k8s_cfg
 
 
