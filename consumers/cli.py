@@ -21,13 +21,15 @@ from typing import NoReturn
 
 import numpy as np
 
+from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.files import FileSource
 from consumers.progress import Ticker, inspect_lines, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
+from consumers.selection_cli import register as register_selection
 from monitor.checkpoint import LocalDirectoryStore
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError, ConfigError
-from monitor.simulate import DEFAULT_MODELS, SimModel, SimulationSpec, iter_jsonl
+from monitor.simulate import DEFAULT_MODELS, SimModel, SimStratum, SimulationSpec, iter_jsonl
 from monitor.sinks import open_sink
 
 __all__ = ["DEMO_TOML", "build_parser", "main"]
@@ -82,14 +84,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
             f"{input_id}: use another --checkpoint-dir"
         )
     resume = start is not None
+    alerts_flag = None if args.alerts_out is None else _sink_spec(args.alerts_out, "")
     outputs = Outputs(
-        open_sink(_sink_spec(args.alerts_out, config.sinks.alerts), append=resume),
+        open_alert_sink(config.sinks, append=resume, override=alerts_flag),
         open_sink(_sink_spec(args.requests_out, config.sinks.requests), append=resume),
         open_sink(_sink_spec(args.dead_letters_out, config.sinks.dead_letters), append=resume),
     )
     runner = Runner(config, outputs, store=store)
     runner.engine = probe.engine
     runner.start_position = start
+    take_over(outputs.alerts, runner.view())
     restore_signals = install_signal_handlers(runner.stop)
     source = FileSource(input_id, start=start, should_stop=lambda: runner.stopping)
     if resume and not args.quiet:
@@ -141,13 +145,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = probe.restore()
     resume = start is not None
     outputs = Outputs(
-        open_sink(config.sinks.alerts, append=True),
+        open_alert_sink(config.sinks, append=True),
         open_sink(config.sinks.requests, append=True),
         open_sink(config.sinks.dead_letters, append=True),
     )
     runner = Runner(config, outputs, store=store, metrics=ops)
     runner.engine, runner.start_position = probe.engine, start
     runner._synced = runner.engine.counters
+    take_over(outputs.alerts, runner.view())
     registry.register(StateCollector(runner.view))
     server = None
     if config.metrics.enabled:
@@ -200,7 +205,15 @@ def _parse_model(text: str) -> SimModel:
         raise ConfigError(f"--model {text!r}: {exc}") from None
 
 
+def _parse_stratum(text: str) -> SimStratum:
+    try:
+        return SimStratum.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"--strata {text!r}: {exc}") from None
+
+
 def _spec(args: argparse.Namespace, examples: int, models: tuple[SimModel, ...]) -> SimulationSpec:
+    strata = tuple(_parse_stratum(t) for t in getattr(args, "strata", None) or ())
     try:
         return SimulationSpec(
             suite=args.suite,
@@ -215,6 +228,8 @@ def _spec(args: argparse.Namespace, examples: int, models: tuple[SimModel, ...])
             drift_at=args.drift_at,
             ts_format=args.ts_format,
             max_events=args.events,
+            strata=strata,
+            label_all=bool(getattr(args, "label_all", False)),
         )
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
@@ -225,7 +240,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     models = tuple(_parse_model(m) for m in args.model) if args.model else DEFAULT_MODELS
     examples = args.examples
     if examples is None:
-        per_example = len(models) * (1 + args.audit_rate + args.unsolicited)
+        labelled = 1.0 if args.label_all else args.audit_rate + args.unsolicited
+        per_example = len(models) * (1 + labelled)
         examples = int((args.events or 10_000 * per_example) / per_example * 1.05) + 10
     spec = _spec(args, examples, models)
     rng = np.random.default_rng(args.seed)
@@ -331,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rate of unsolicited labels on unaudited units")
     s.add_argument("--drift-at", type=int, help="example index where models switch to DRIFT_RISK")
     s.add_argument("--ts-format", choices=["epoch", "rfc3339"], default="epoch")
+    s.add_argument("--strata", action="append", metavar="NAME:SHARE:RISK[:JUDGE_NOISE]",
+                   help="heterogeneous strata (repeatable): judge events carry 'stratum'; the "
+                        "stratum's risk and judge noise replace the models' (see [suites.strata])")
+    s.add_argument("--label-all", action="store_true",
+                   help="emit a label for every unit (certmon uses those it audits); use with "
+                        "--audit-mode hash and steered per-stratum auditing")
     s.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="show tracebacks on errors")
     s.set_defaults(func=cmd_simulate)
@@ -352,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="show tracebacks on errors")
     i.set_defaults(func=cmd_inspect)
+    register_selection(sub)  # select-demo, evaluate-worker, selection-benchmark
     return p
 
 

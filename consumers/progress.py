@@ -32,12 +32,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from consumers.alertmanager.wiring import PREFIX, FanOutSink, open_alert_sink, take_over
 from consumers.runner import IterSource, Outputs, Runner
 from monitor.checkpoint import atomic_write, decode_checkpoint
 from monitor.config import CertmonConfig
 from monitor.errors import CertmonError, CheckpointError
 from monitor.simulate import DEFAULT_MODELS, SimulationSpec, iter_jsonl
-from monitor.sinks import MemorySink, NullSink, open_sink
+from monitor.sinks import MemorySink, NullSink, Sink, open_sink
 from monitor.state.model import ModelState
 
 __all__ = [
@@ -266,11 +267,15 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
         max_events=args.max_events,
     )
     alerts: list[dict[str, Any]] = []
-    sink = open_sink(f"file:{args.alerts_out}") if args.alerts_out else MemorySink()
+    sink: Sink = open_sink(f"file:{args.alerts_out}") if args.alerts_out else MemorySink()
+    pushed = [s for s in config.sinks.alert_specs if s.startswith(PREFIX)]
+    if pushed:  # also push to the configured Alertmanager(s)
+        sink = FanOutSink([sink, *(open_alert_sink(config.sinks, override=s) for s in pushed)])
     outputs = Outputs(sink, NullSink(), NullSink())
     registry = CollectorRegistry()
     ops = OperationalMetrics(registry)
     runner = Runner(config, outputs, metrics=ops, on_alert=alerts.append)
+    take_over(outputs.alerts, runner.view())
     registry.register(StateCollector(runner.view))
     out = sys.stdout
     server = None

@@ -31,13 +31,23 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from monitor.config_kafka import KafkaConfig
 from monitor.errors import ConfigError
+from monitor.selection import SelectionSettings
 
 __all__ = [
     "METHODS",
+    "AlertmanagerConfig",
     "CertificateConfig",
     "CertmonConfig",
     "CheckpointConfig",
@@ -45,6 +55,7 @@ __all__ = [
     "MetricsConfig",
     "SinksConfig",
     "SourceConfig",
+    "StrataConfig",
     "SuiteConfig",
     "apply_override",
     "load_config",
@@ -63,6 +74,18 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+def _drop_unset_optional(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, keys: tuple[str, ...]
+) -> dict[str, Any]:
+    # Optional sections added after the first release are left out of dumps while unset, so
+    # the configuration fingerprint of older configs (and their checkpoints) does not change.
+    out: dict[str, Any] = handler(model)
+    for key in keys:
+        if out.get(key) is None:
+            out.pop(key, None)
+    return out
+
+
 class CertificateConfig(_Section):
     """A risk certificate ``R <= alpha`` at level ``1 - delta``, checked by several methods."""
 
@@ -77,6 +100,11 @@ class CertificateConfig(_Section):
     horizon: _PosInt | None = None
     up_grid: _PosInt = 64
     cs_grid: _PosInt | None = 1000
+    precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_unset_optional(self, handler, ("precision",))
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -95,6 +123,72 @@ class CertificateConfig(_Section):
         return self.primary or self.methods[0]
 
 
+class StrataConfig(_Section):
+    """How one suite's traffic is split into strata and how auditing is steered across them.
+
+    Keys of ``[suites.strata]`` (see :mod:`monitor.state.strata` for the statistics):
+
+    - ``by``: ``"stratum"`` (the judge event's ``stratum`` field; the first ``count - 1``
+      distinct names get their own slot, in order of first appearance or as listed in
+      ``names``; later names and events without a stratum share the last slot
+      ``"__other__"``) or ``"judge_loss"`` (``count`` equal-mass bins of the judge loss,
+      edges estimated on the first ``warmup`` judge events of each model and then frozen).
+    - ``count``: K, the number of strata (the certified interval splits delta over K).
+    - ``names``: optional stratum names fixed in advance (``by = "stratum"`` only).
+    - ``warmup``: judge events used to fix the bin edges (``by = "judge_loss"`` only;
+      default 1000). Warm-up units are audited at the suite's ``audit_rate``, feed the
+      betting certificates as usual, and are *not* used by the stratified certificate.
+    - ``allocation``: how the label budget is spread over strata: ``"uniform"`` (every
+      stratum at rate ``budget``; same as ``"proportional"``), ``"heuristic"`` (StratPPI
+      eq. 19-22 from judge-loss spread; needs graded judge losses such as probabilities:
+      with 0/1 judge losses the spread ``E[f(1 - f)]`` is 0), ``"plugin"`` (StratPPI eq. 19
+      with the labelled residual spread), ``"cereval"`` (default: minimises the Cer-Eval
+      certified half-width, label shares proportional to ``(w_k^2 v_k)^(1/3)``). The StratPPI
+      rules optimise the asymptotic StratPPI variance, not the certified half-width.
+    - ``floor``: minimum audit rate of every stratum (``0 < floor <= budget``), so no stratum
+      is ever starved.
+    - ``budget``: overall audit rate, expected labels per judge event (default: the suite's
+      ``audit_rate``; must be positive).
+    - ``refresh_every``: judge events between two recomputations of the audit rates (they are
+      also recomputed after every stratified label).
+    - ``ppi_alpha``: miscoverage of the asymptotic StratPPI interval shown in STATE.json.
+
+    The precision goal is the ``precision`` key of a ``[[suites.certificates]]`` entry (at most
+    one per suite): the half-width epsilon at which a ``precision_reached`` alert fires.
+    """
+
+    by: Literal["stratum", "judge_loss"] = "stratum"
+    count: Annotated[int, Field(ge=1, le=256)]
+    names: list[_Name] | None = None
+    warmup: _PosInt | None = None
+    allocation: Literal["uniform", "proportional", "heuristic", "plugin", "cereval"] = "cereval"
+    floor: Annotated[float, Field(gt=0.0, le=1.0)] = 0.01
+    budget: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    refresh_every: _PosInt = 64
+    ppi_alpha: _Prob = 0.1
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.by == "judge_loss":
+            if self.names is not None:
+                raise ValueError("names is only allowed with by = 'stratum'")
+            if self.warmup is None:
+                self.warmup = 1000
+        elif self.warmup is not None:
+            raise ValueError("warmup is only allowed with by = 'judge_loss'")
+        if self.names is not None:
+            if len(set(self.names)) != len(self.names):
+                raise ValueError(f"names must be unique, got {self.names}")
+            if len(self.names) > max(self.count - 1, 0) or "__other__" in self.names:
+                raise ValueError(
+                    f"names: at most count - 1 = {self.count - 1} names (the last slot is "
+                    f"'__other__'), got {len(self.names)}"
+                )
+        if self.budget is not None and self.floor > self.budget:
+            raise ValueError(f"floor ({self.floor}) must not exceed budget ({self.budget})")
+        return self
+
+
 class SuiteConfig(_Section):
     """One suite (or a glob of suites) with its models, audit sampling, join bounds, certificates.
 
@@ -106,6 +200,27 @@ class SuiteConfig(_Section):
     certificates and is required when a model pattern is a glob such as ``"*"``, because
     the family would be unknown in advance); ``fixed_sequence`` and ``e_bh`` are applied
     when reading the state (see :mod:`monitor.state.family`).
+
+    Precision and strata (optional; absent means the behaviour of the engine issue):
+    ``precision = epsilon`` on one certificate adds a Cer-Eval certified interval for each
+    model's risk (at that certificate's level after multiplicity) and a ``precision_reached``
+    alert when its half-width first drops to epsilon or below; a ``[suites.strata]`` table
+    (:class:`StrataConfig`) stratifies that interval and steers the audit rate per stratum.
+    Without ``[suites.strata]`` the interval has one stratum and auditing is unchanged.
+
+    Examples
+    --------
+    >>> cert = {"name": "risk", "alpha": 0.1, "delta": 0.05, "precision": 0.03}
+    >>> s = SuiteConfig.model_validate({"audit_rate": 0.1, "certificates": [cert],
+    ...     "strata": {"by": "judge_loss", "count": 4, "floor": 0.02}})
+    >>> s.strata.warmup, s.strata.allocation, s.certificates[0].precision
+    (1000, 'cereval', 0.03)
+    >>> SuiteConfig.model_validate({"audit_rate": 0.0, "certificates": [cert],
+    ...     "strata": {"count": 2}})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for SuiteConfig
+    ...
     """
 
     name: _Name = "*"
@@ -122,13 +237,42 @@ class SuiteConfig(_Section):
     dedupe_max_ids: _PosInt = 100_000
     dedupe_ttl_seconds: _PosFloat = 86400.0
     max_round_units: _PosInt = 200_000
-    certificates: Annotated[list[CertificateConfig], Field(min_length=1)]
+    certificates: list[CertificateConfig] = []
+    strata: StrataConfig | None = None
+    # Best-model selection (PULSE): mode = "selection" + [suites.selection]; None = monitor.
+    mode: Literal["monitor", "selection"] | None = None
+    selection: SelectionSettings | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_unset_optional(self, handler, ("strata", "mode", "selection"))
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.mode == "selection" or self.selection is not None:  # see monitor/selection.py
+            if self.mode != "selection" or self.selection is None:
+                raise ValueError('selection needs mode = "selection" and [suites.selection]')
+            if self.certificates or self.strata is not None:
+                raise ValueError("certificates and strata are not used in selection mode")
+            return self
+        if not self.certificates:
+            raise ValueError("certificates: at least one [[suites.certificates]] is required")
         names = [c.name for c in self.certificates]
         if len(set(names)) != len(names):
             raise ValueError(f"certificate names must be unique, got {names}")
+        goals = [c.name for c in self.certificates if c.precision is not None]
+        if len(goals) > 1:
+            raise ValueError(f"at most one certificate per suite may set precision, got {goals}")
+        if self.strata is not None:
+            budget = self.strata.budget if self.strata.budget is not None else self.audit_rate
+            if budget <= 0.0:
+                raise ValueError(
+                    "strata needs a positive label budget: set strata.budget or audit_rate > 0"
+                )
+            if self.strata.floor > budget:
+                raise ValueError(
+                    f"strata.floor ({self.strata.floor}) must not exceed the budget ({budget})"
+                )
         if (
             self.multiplicity == "bonferroni"
             and self.family_size is None
@@ -179,12 +323,35 @@ class MetricsConfig(_Section):
     port: Annotated[int, Field(ge=0, le=65535)] = 9108
 
 
-class SinksConfig(_Section):
-    """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``."""
+class AlertmanagerConfig(_Section):
+    """Settings of the Alertmanager alert sink (``[sinks.alertmanager]``).
 
-    alerts: str = "stdout"
+    The URLs come from the ``alertmanager:URL[,URL2...]`` entry of ``sinks.alerts``; this
+    table only tunes the sink (see ``consumers.alertmanager.AlertmanagerSink``).
+    """
+
+    grafana_url: str | None = None
+    resend_seconds: _PosFloat = 60.0
+    timeout: _PosFloat = 5.0
+
+
+class SinksConfig(_Section):
+    """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
+
+    ``alerts`` may also be ``"alertmanager:URL[,URL2...]"`` (push to Alertmanager's v2 API),
+    or a list of specifications: every alert then goes to each, e.g.
+    ``["kafka", "alertmanager:http://alertmanager:9093"]``.
+    """
+
+    alerts: str | Annotated[list[_Name], Field(min_length=1)] = "stdout"
     requests: str = "none"
     dead_letters: str = "none"
+    alertmanager: AlertmanagerConfig = AlertmanagerConfig()
+
+    @property
+    def alert_specs(self) -> list[str]:
+        """The alert sink specifications as a list (one element for a plain string)."""
+        return [self.alerts] if isinstance(self.alerts, str) else list(self.alerts)
 
 
 class SourceConfig(_Section):

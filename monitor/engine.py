@@ -52,6 +52,7 @@ from monitor.events import (
     decode_event,
     peek_route,
 )
+from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 
 __all__ = ["DUPLICATE_REASONS", "Engine", "ProcessResult"]
@@ -69,7 +70,7 @@ class ProcessResult:
     alerts : list of dict
         Alerts (see :mod:`monitor.alerts`), in emission order.
     requests : list of dict
-        Label requests.
+        Label requests and (selection-mode suites) evaluation requests.
     rejection : Rejection or None
         Why the event was refused (then ``dead_letter`` holds the dead-letter record).
     duplicate : str or None
@@ -124,6 +125,7 @@ class Engine:
         self._max_bytes = config.events.max_bytes
         self._suites: dict[str, SuiteState] = {}
         self._fingerprint = config_fingerprint(config)
+        self._selection = SelectionSuites(config)  # mode = "selection" suites
         self.events_in = 0
         self.unrouted = 0
         self.label_requests = 0
@@ -136,7 +138,7 @@ class Engine:
         s = self._suites.get(name)
         if s is None:
             cfg = self._route(name)
-            if cfg is None:
+            if cfg is None or cfg.mode == "selection":
                 return None
             s = self._suites[name] = SuiteState(name, cfg)
         return s
@@ -169,6 +171,13 @@ class Engine:
         res = ProcessResult()
         suite = self._suites.get(ev.suite) or self._suite(ev.suite)
         if suite is None:
+            if self._selection.owns(ev.suite):  # see monitor/state/selection.py
+                res.duplicate = self._selection.handle(ev, res.alerts, res.requests)
+                if res.duplicate is not None:
+                    self.duplicates[res.duplicate] += 1
+                for a in res.alerts:
+                    self.alerts[a["kind"]] += 1
+                return res
             self.unrouted += 1
             return res
         dup = suite.handle(ev, res.alerts, res.requests)
@@ -220,20 +229,34 @@ class Engine:
     def state_view(self) -> dict[str, Any]:
         """Return the STATE.json document (JSON-serializable; non-finite numbers become null)."""
         return {
-            "suites": {name: s.view() for name, s in self._suites.items()},
+            "suites": {
+                **{name: s.view() for name, s in self._suites.items()},
+                **self._selection.views(),
+            },
             "counters": self.counters,
         }
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:
         """Full JSON-serializable state (see :mod:`monitor.checkpoint`)."""
-        return {
+        snap = {
             "kind": _SNAPSHOT_KIND,
             "version": 1,
             "config_fingerprint": self._fingerprint,
             "counters": self.counters,
             "suites": [s.to_dict() for s in self._suites.values()],
         }
+        if self._selection.states:  # key absent without selection suites (older snapshots)
+            snap["selection"] = self._selection.to_list()
+        return snap
+
+    def start(self, ts: float | None = None) -> ProcessResult:
+        """Start the configured selection-mode suites: their first evaluation requests.
+
+        Idempotent on started suites (re-emits their requests in flight, same ids); ``ts``
+        stamps new requests (default: the suite's event time, 0.0 before any event).
+        """
+        return ProcessResult(requests=self._selection.start(ts))
 
     @classmethod
     def restore(cls, config: CertmonConfig, snapshot: dict[str, Any]) -> Engine:
@@ -270,6 +293,7 @@ class Engine:
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
                 eng._suites[str(sd["name"])] = SuiteState.from_dict(cfg, sd)
+            eng._selection.restore(snapshot.get("selection", []))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise CheckpointError(
                 f"checkpoint is corrupt: malformed engine state ({exc!r})"

@@ -6,7 +6,10 @@ otherwise, as in Example 1 of the R-AutoEval+ paper. A fraction ``audit_rate`` o
 audited (by an ``audit`` flag on the judge event, or left to certmon's salted hash); their
 labels arrive after a random delay (some before the judge event), plus a few unsolicited
 labels (complaints) on unaudited units. An optional drift changes the risks from a given
-example on.
+example on. Optional strata (:class:`SimStratum`) give each example a ``stratum`` with its own
+risk and judge noise, and ``label_all`` emits a label for every unit (a fully labelled data set
+replayed: certmon uses the labels of the units it audits and counts the rest as unsolicited),
+which is what steered per-stratum auditing (``[suites.strata]``) needs in ``hash`` mode.
 
 Examples
 --------
@@ -35,7 +38,7 @@ import numpy as np
 
 from monitor.audit import audit_uniform
 
-__all__ = ["DEFAULT_MODELS", "SimModel", "SimulationSpec", "generate", "iter_jsonl"]
+__all__ = ["DEFAULT_MODELS", "SimModel", "SimStratum", "SimulationSpec", "generate", "iter_jsonl"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,44 @@ class SimModel:
             raise ValueError(f"model {self.name!r}: drift_risk must be in [0, 1]")
 
 
+@dataclass(frozen=True)
+class SimStratum:
+    """One simulated stratum: traffic share, human risk and judge noise (flip probability).
+
+    With strata, each example draws its stratum by share, and the stratum's ``risk`` and
+    ``1 - judge_noise`` replace every model's risk and judge accuracy for that example.
+    """
+
+    name: str
+    share: float
+    risk: float
+    judge_noise: float = 0.1
+
+    @classmethod
+    def parse(cls, text: str) -> SimStratum:
+        """Parse ``NAME:SHARE:RISK[:JUDGE_NOISE]`` (judge noise defaults to 0.1).
+
+        Examples
+        --------
+        >>> SimStratum.parse("hard:0.1:0.5:0.3")
+        SimStratum(name='hard', share=0.1, risk=0.5, judge_noise=0.3)
+        """
+        parts = text.split(":")
+        if len(parts) not in (3, 4) or not parts[0]:
+            raise ValueError("expected NAME:SHARE:RISK[:JUDGE_NOISE]")
+        try:
+            nums = [float(p) for p in parts[1:]]
+        except ValueError:
+            raise ValueError("expected NAME:SHARE:RISK[:JUDGE_NOISE] (numbers)") from None
+        return cls(parts[0], nums[0], nums[1], nums[2] if len(nums) > 2 else 0.1)
+
+    def __post_init__(self) -> None:
+        if not self.share > 0.0:
+            raise ValueError(f"stratum {self.name!r}: share must be > 0")
+        if not 0.0 <= self.risk <= 1.0 or not 0.0 <= self.judge_noise <= 1.0:
+            raise ValueError(f"stratum {self.name!r}: risk and judge_noise must be in [0, 1]")
+
+
 DEFAULT_MODELS: tuple[SimModel, ...] = (
     SimModel("good", risk=0.04, judge_accuracy=0.95),
     SimModel("bad", risk=0.22, judge_accuracy=0.9),
@@ -99,6 +140,8 @@ class SimulationSpec:
     ts_format: Literal["epoch", "rfc3339"] = "epoch"
     max_events: int | None = None
     chunk: int = 2048
+    strata: tuple[SimStratum, ...] = ()
+    label_all: bool = False
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -107,6 +150,8 @@ class SimulationSpec:
             raise ValueError("audit_rate must be in [0, 1]")
         if self.examples < 0 or self.chunk < 1:
             raise ValueError("examples must be >= 0 and chunk >= 1")
+        if len({st.name for st in self.strata}) != len(self.strata):
+            raise ValueError("stratum names must be unique")
 
 
 def generate(spec: SimulationSpec, rng: np.random.Generator) -> Iterator[dict[str, Any]]:
@@ -127,6 +172,9 @@ def generate(spec: SimulationSpec, rng: np.random.Generator) -> Iterator[dict[st
     risk0 = np.array([m.risk for m in spec.models])
     risk1 = np.array([m.risk if m.drift_risk is None else m.drift_risk for m in spec.models])
     gamma = np.array([m.judge_accuracy for m in spec.models])
+    st_share = np.array([st.share for st in spec.strata])
+    st_risk = np.array([st.risk for st in spec.strata])
+    st_gamma = np.array([1.0 - st.judge_noise for st in spec.strata])
     heap: list[tuple[float, int, dict[str, Any]]] = []
     seq = 0
     emitted = 0
@@ -136,8 +184,14 @@ def generate(spec: SimulationSpec, rng: np.random.Generator) -> Iterator[dict[st
         n = len(ex)
         drifted = np.zeros(n, dtype=bool) if spec.drift_at is None else ex >= spec.drift_at
         risk = np.where(drifted[:, None], risk1[None, :], risk0[None, :])
+        acc = gamma[None, :]
+        sk = np.zeros(n, dtype=np.intp)
+        if spec.strata:
+            sk = rng.choice(len(spec.strata), size=n, p=st_share / st_share.sum())
+            risk = np.repeat(st_risk[sk][:, None], n_models, axis=1)
+            acc = np.repeat(st_gamma[sk][:, None], n_models, axis=1)
         human = rng.random((n, n_models)) < risk
-        flip = rng.random((n, n_models)) >= gamma[None, :]
+        flip = rng.random((n, n_models)) >= acc
         judge = human ^ flip
         audit_draw = rng.random((n, n_models))
         delay = rng.exponential(spec.label_delay_mean, (n, n_models)) + 1.0
@@ -163,9 +217,11 @@ def generate(spec: SimulationSpec, rng: np.random.Generator) -> Iterator[dict[st
                 }
                 if spec.audit_mode == "flag":
                     jev["audit"] = audited
+                if spec.strata:
+                    jev["stratum"] = spec.strata[int(sk[i])].name
                 heapq.heappush(heap, (pos, seq, jev))
                 seq += 1
-                if audited or complaint[i, j]:
+                if audited or complaint[i, j] or spec.label_all:
                     lpos = pos - 0.5 if first[i, j] else pos + float(delay[i, j])
                     lev = {
                         "type": "label",

@@ -401,7 +401,8 @@ def test_state_view_contract_keys() -> None:
     assert set(meth) == {"rounds", "log_e_certify", "log_e_violate", "cs_lower", "cs_upper",
                          "status", "certified_at_round", "violated_at_round", "rho_weights",
                          "risk_estimate", "log_threshold", "rhos", "cs_valid",
-                         "status_changed_ts"}
+                         "status_changed_ts", "primary"}
+    assert meth["primary"] is True and cert["methods"]["r_eval"]["primary"] is False
     assert len(meth["rho_weights"]) == 3 and cert["methods"]["r_eval"]["rho_weights"] == [1.0]
     assert view["counters"]["rejected"]["invalid_json"] == 0
     assert view["counters"]["rejected"]["undecodable"] == 1

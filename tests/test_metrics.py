@@ -342,3 +342,16 @@ def test_before_scrape_hook_runs_before_the_counters_are_read() -> None:
     text = generate_latest(reg).decode()
     assert "certmon_events_received_total 7.0" in text
     assert reg.get_sample_value("certmon_events_received_total") == 7
+
+
+def test_primary_method_gauge() -> None:
+    state = make_state()
+    methods = state["suites"]["qa"]["models"]["llama-q4"]["certificates"]["risk"]["methods"]
+    for name, view in methods.items():
+        view["primary"] = name == "r_autoeval_plus"
+    get = registry_for(state).get_sample_value
+    assert get("certmon_certificate_primary", meth(M1, "r_autoeval_plus")) == 1
+    assert get("certmon_certificate_primary", meth(M1, "r_eval")) == 0
+    assert get("certmon_certificate_primary", meth(M1, "r_autoeval")) == 0
+    # A document without the key (older STATE.json) exposes no sample rather than a guess.
+    assert get("certmon_certificate_primary", meth(M2, "r_eval")) is None

@@ -23,6 +23,7 @@ STATES: tuple[str, ...] = ("pending", "certified", "violated")
 _MODEL = ("suite", "model")
 _CERT = ("suite", "model", "certificate")
 _METHOD = ("suite", "model", "certificate", "method")
+_STRATUM = ("suite", "model", "stratum")
 
 # (name, documentation, label names) of every gauge family, in exposition order.
 _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -37,12 +38,23 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_certificate_violated_round", "Round at which violate crossed (0 = never).", _METHOD),
     ("certmon_certificate_last_change_timestamp_seconds",
      "Unix time of the certificate's last state change.", _METHOD),
+    ("certmon_certificate_primary",
+     "1 for the certificate's primary method (the one that drives alerts), 0 for the others.",
+     _METHOD),
     ("certmon_certificate_alpha", "Risk level alpha the certificate tests.", _CERT),
     ("certmon_certificate_delta", "Error budget delta of the certificate.", _CERT),
     ("certmon_rho_weight_ratio", "Mixture weight of each judge reliance rho (certify side).",
      (*_METHOD, "rho")),
     ("certmon_judge_bias", "Mean of judge loss minus human loss over rounds.", _MODEL),
     ("certmon_pending_units", "Audited units waiting for their human label.", _MODEL),
+    ("certmon_precision_half_width", "Half-width of the Cer-Eval certified (stratified) interval.",
+     _CERT),
+    ("certmon_precision_target", "Precision goal epsilon for the certified half-width.", _CERT),
+    ("certmon_stratum_traffic_ratio", "Share of the traffic seen in the stratum.", _STRATUM),
+    ("certmon_stratum_risk_estimate", "Mean human loss of the stratum's labels.", _STRATUM),
+    ("certmon_stratum_radius", "Certified radius of the stratum's mean (Cer-Eval).", _STRATUM),
+    ("certmon_stratum_audit_rate_ratio", "Current audit probability of the stratum's units.",
+     _STRATUM),
 )
 
 # (name without _total, documentation, key in model "counts") of the per-model counters.
@@ -103,6 +115,9 @@ class _Families:
             name: CounterMetricFamily(name, doc, labels=list(_MODEL)) for name, doc, _ in _COUNTERS
         }
         self.expired = CounterMetricFamily(*_EXPIRED, labels=[*_MODEL, "kind"])
+        self.stratum_labels = CounterMetricFamily(
+            "certmon_stratum_labels", "Labels used by the stratified certificate, per stratum.",
+            labels=list(_STRATUM))
 
     def gauge(self, name: str, labels: list[str], value: Any) -> None:
         number = _num(value)
@@ -113,6 +128,7 @@ class _Families:
         yield from self.gauges.values()
         yield from self.counters.values()
         yield self.expired
+        yield self.stratum_labels
 
 
 class StateCollector(Collector):
@@ -139,13 +155,21 @@ class StateCollector(Collector):
       sample per state, 1 for ``status``), ``certmon_certificate_certified_round`` /
       ``certmon_certificate_violated_round`` (0 when null),
       ``certmon_certificate_last_change_timestamp_seconds`` (``status_changed_ts``, omitted when
-      null), ``certmon_rho_weight_ratio{rho}`` (``rho_weights`` labelled by ``rhos`` formatted with
+      null), ``certmon_certificate_primary`` (``primary``: 1 for the certificate's primary
+      method, 0 for the others; omitted when the key is missing),
+      ``certmon_rho_weight_ratio{rho}`` (``rho_weights`` labelled by ``rhos`` formatted with
       :func:`format_rho`; omitted when ``rhos`` is missing or of another length);
     - per certificate: ``certmon_certificate_alpha``, ``certmon_certificate_delta``;
     - per model: ``certmon_judge_bias`` (omitted when null), ``certmon_pending_units`` and the
       counters ``certmon_rounds_total``, ``certmon_labels_total``, ``certmon_judge_events_total``,
       ``certmon_unsolicited_labels_total``, ``certmon_label_requests_total`` and
-      ``certmon_expired_units_total{kind="pending"|"orphan_label"}`` from ``counts``.
+      ``certmon_expired_units_total{kind="pending"|"orphan_label"}`` from ``counts``;
+    - per model with strata or a precision goal (the model's ``strata`` block):
+      ``certmon_precision_half_width`` / ``certmon_precision_target`` (``half_width`` /
+      ``precision_goal``, labelled with the block's ``certificate``) and, per stratum,
+      ``certmon_stratum_traffic_ratio``, ``certmon_stratum_labels_total``,
+      ``certmon_stratum_risk_estimate`` and ``certmon_stratum_radius`` (both omitted while the
+      stratum has no label) and ``certmon_stratum_audit_rate_ratio``.
 
     A value that is missing, null, NaN or not a number is skipped (the series is absent for that
     scrape) rather than exposed as a fake number; the rest of the document is still exposed.
@@ -183,7 +207,7 @@ class StateCollector(Collector):
         Iterable[Metric]
             One family per metric name this collector can expose.
         """
-        return list(_Families().all())
+        return [*_Families().all(), *_SelectionFamilies().all()]
 
     def collect(self) -> Iterable[Metric]:
         """Read the state once and convert it into metric families.
@@ -194,11 +218,13 @@ class StateCollector(Collector):
             Every family, possibly without samples (e.g. before the first event).
         """
         families = _Families()
+        selection = _SelectionFamilies()
         view = self._read()
         for suite, suite_view in sorted(_mapping(view.get("suites")).items()):
             for model, model_view in sorted(_mapping(_mapping(suite_view).get("models")).items()):
                 _add_model(families, str(suite), str(model), _mapping(model_view))
-        return list(families.all())
+            selection.add(str(suite), _mapping(_mapping(suite_view).get("selection")))
+        return [*families.all(), *selection.all()]
 
     def _read(self) -> Mapping[str, Any]:
         # A view built while the engine thread mutates its dicts can raise RuntimeError
@@ -224,6 +250,7 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
             families.expired.add_metric([*key, kind], number)
     families.gauge("certmon_judge_bias", key, view.get("judge_bias"))
     families.gauge("certmon_pending_units", key, view.get("pending_units"))
+    _add_strata(families, key, _mapping(view.get("strata")))
     for cert, cert_view in sorted(_mapping(view.get("certificates")).items()):
         cert_map = _mapping(cert_view)
         cert_key = [*key, str(cert)]
@@ -251,6 +278,9 @@ def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) ->
     families.gauge(
         "certmon_certificate_last_change_timestamp_seconds", key, view.get("status_changed_ts")
     )
+    primary = view.get("primary")
+    if isinstance(primary, bool):
+        families.gauge("certmon_certificate_primary", key, float(primary))
     weights, rhos = view.get("rho_weights"), view.get("rhos")
     if isinstance(weights, list) and isinstance(rhos, list) and len(weights) == len(rhos):
         seen: set[str] = set()
@@ -260,3 +290,81 @@ def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) ->
             if label and label not in seen:  # never two series with the same labels
                 seen.add(label)
                 families.gauge("certmon_rho_weight_ratio", [*key, label], weight)
+
+
+# ---------------------------------------------------------------------- best-model selection
+_SELECTION_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("certmon_selection_estimate", "Best-model selection: the model's mean-score estimate.",
+     "estimate"),
+    ("certmon_selection_lower_bound", "Best-model selection: anytime-valid lower bound "
+     "(simultaneous over the suite's models at level delta).", "lower"),
+    ("certmon_selection_upper_bound", "Best-model selection: anytime-valid upper bound.", "upper"),
+    ("certmon_selection_rank", "Best-model selection: rank by estimate (0 = leader).", "rank"),
+)
+
+
+class _SelectionFamilies:
+    """Families of selection-mode suites (``{"selection": {...}}`` in the suite's view).
+
+    Per model: ``certmon_selection_pulls_total`` (``pulls``), ``certmon_selection_estimate``,
+    ``certmon_selection_lower_bound`` / ``_upper_bound``, ``certmon_selection_rank`` (omitted
+    before the first pull) and ``certmon_selection_leader`` (1 for ``leader``, 0 else); per suite
+    ``certmon_selection_budget_used_ratio`` (``budget_used``).
+    """
+
+    def __init__(self) -> None:
+        self.gauges = {name: GaugeMetricFamily(name, doc, labels=list(_MODEL))
+                       for name, doc, _ in _SELECTION_GAUGES}  # fmt: skip
+        self.leader = GaugeMetricFamily(
+            "certmon_selection_leader", "Best-model selection: 1 for the current leader, 0 else.",
+            labels=list(_MODEL))  # fmt: skip
+        self.pulls = CounterMetricFamily(
+            "certmon_selection_pulls", "Best-model selection: completed pulls (batches).",
+            labels=list(_MODEL))  # fmt: skip
+        self.budget = GaugeMetricFamily(
+            "certmon_selection_budget_used_ratio",
+            "Best-model selection: evaluations requested over the budget.", labels=["suite"])
+
+    def add(self, suite: str, view: Mapping[str, Any]) -> None:
+        if not view:
+            return
+        leader = view.get("leader")
+        for model, mv in sorted(_mapping(view.get("models")).items()):
+            m = _mapping(mv)
+            key = [suite, str(model)]
+            for name, _, field in _SELECTION_GAUGES:
+                number = _num(m.get(field))
+                if number is not None:
+                    self.gauges[name].add_metric(key, number)
+            pulls = _num(m.get("pulls"))
+            if pulls is not None:
+                self.pulls.add_metric(key, pulls)
+            if leader is not None:
+                self.leader.add_metric(key, float(model == leader))
+        used = _num(view.get("budget_used"))
+        if used is not None:
+            self.budget.add_metric([suite], used)
+
+    def all(self) -> Iterator[Metric]:
+        yield self.pulls
+        yield from self.gauges.values()
+        yield self.leader
+        yield self.budget
+
+
+def _add_strata(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
+    if not view:
+        return
+    cert_key = [*key, str(view.get("certificate", ""))]
+    families.gauge("certmon_precision_half_width", cert_key, view.get("half_width"))
+    families.gauge("certmon_precision_target", cert_key, view.get("precision_goal"))
+    for stratum, sv in sorted(_mapping(view.get("strata")).items()):
+        sm = _mapping(sv)
+        skey = [*key, str(stratum)]
+        families.gauge("certmon_stratum_traffic_ratio", skey, sm.get("traffic_share"))
+        families.gauge("certmon_stratum_risk_estimate", skey, sm.get("estimate"))
+        families.gauge("certmon_stratum_radius", skey, sm.get("radius"))
+        families.gauge("certmon_stratum_audit_rate_ratio", skey, sm.get("audit_rate"))
+        labels = _num(sm.get("labels"))
+        if labels is not None:
+            families.stratum_labels.add_metric(skey, labels)

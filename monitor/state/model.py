@@ -20,11 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
 from monitor.stats.bets import BetConfig
 from monitor.stats.risk import RiskMonitor
+
+if TYPE_CHECKING:
+    from monitor.state.strata import StrataState
 
 __all__ = ["COUNT_KEYS", "EffectiveStatus", "ModelState", "build_monitor"]
 
@@ -112,6 +115,7 @@ class ModelState:
     bias_sum: float = 0.0
     pending_units: int = 0
     orphan_labels: int = 0
+    strata: StrataState | None = None  # set by the suite when strata/precision is on
 
     @classmethod
     def new(
@@ -161,6 +165,7 @@ class ModelState:
             "orphan_labels": self.orphan_labels,
             "monitors": [[c, m, mon.to_state()] for (c, m), mon in self.monitors.items()],
             "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
+            **({} if self.strata is None else {"strata": self.strata.to_dict()}),
         }
 
     @classmethod

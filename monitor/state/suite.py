@@ -30,6 +30,8 @@ which slightly perturbs the control variate but never a human loss. Double count
 Audit: a judge event's ``audit`` flag decides when present (an upstream sampler owns it and
 requests its own labels); otherwise the salted hash decides and, when the unit is audited,
 a label request is emitted (unless ``label_requests = false``).
+With ``[suites.strata]`` or a certificate ``precision`` goal the decision (and the label
+request) comes from :mod:`monitor.state.strata` instead: per-stratum rates, uniform vs top-up.
 
 A label that finds no pending unit but whose judge was seen (so the unit was not audited,
 or its pending entry expired) is counted as unsolicited and never used.
@@ -67,6 +69,7 @@ from monitor.events import Event
 from monitor.state.expiring import ExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.model import ModelState, finite_or_none
+from monitor.state.strata import StrataSpec, StrataState, strata_judge, strata_label
 
 __all__ = ["SuiteState"]
 
@@ -97,11 +100,19 @@ class SuiteState:
         self._bind()
         self._salt = c.audit_salt
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
+        self._strata = (StrataSpec.from_suite(c, self.threshold_delta)
+                        if StrataSpec.enabled(c) else None)
         # Listed model names (not globs) exist from the start: they are family members (and
         # visible as pending) before their first event.
         for pattern in c.models:
             if not any(ch in pattern for ch in "*?[") and pattern not in self.models:
-                self.models[pattern] = ModelState.new(pattern, self._certs, self.threshold_delta)
+                self.models[pattern] = self._new_model(pattern)
+
+    def _new_model(self, name: str) -> ModelState:
+        m = ModelState.new(name, self._certs, self.threshold_delta)
+        if self._strata is not None:
+            m.strata = StrataState(self._strata)
+        return m
 
     def _bind(self) -> None:
         # Direct references to the underlying maps for the hot path.
@@ -133,7 +144,7 @@ class SuiteState:
         if m is None:
             if not self.config.matches_model(name):
                 return None
-            m = self.models[name] = ModelState.new(name, self._certs, self.threshold_delta)
+            m = self.models[name] = self._new_model(name)
             if self._family_rule:
                 self._refresh(None, ts, alerts)
         return m
@@ -200,6 +211,10 @@ class SuiteState:
         entry = orphans.pop(key, None) if orphans else None
         if entry is not None:
             model.orphan_labels -= 1
+        if model.strata is not None:  # stratified auditing (monitor.state.strata)
+            human = None if entry is None else float(entry[1][1])
+            strata_judge(self, model, model.strata, ev, key, tick, human, alerts, requests)
+            return
         if ev.audit is not None:
             audited, by_hash = ev.audit, False
         else:
@@ -234,6 +249,10 @@ class SuiteState:
         pend = self.pending.pop(key)
         if pend is not None:
             model.pending_units -= 1
+            if model.strata is not None:
+                strata_label(self, model, model.strata, key, pend[4], ev.loss, float(pend[1]),
+                             ev.ts, tick, alerts)
+                return
             self._round(model, key, ev.loss, float(pend[1]), ev.ts, tick, alerts)
         elif "j" + key in self.units:
             model.counts["unsolicited_labels"] += 1
@@ -370,6 +389,7 @@ class SuiteState:
                     "rhos": [float(r) for r in mon.rhos],
                     "cs_valid": bool(mon.cs_valid),
                     "status_changed_ts": eff.changed_ts,
+                    "primary": meth == c.primary_method,
                 }
             certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods}
         return {
@@ -378,6 +398,7 @@ class SuiteState:
             "pending_units": m.pending_units,
             "orphan_labels": m.orphan_labels,
             "certificates": certs,
+            **({} if m.strata is None else {"strata": m.strata.view()}),
         }
 
     # ------------------------------------------------------------------ snapshot
@@ -401,6 +422,8 @@ class SuiteState:
         s.watermark = -math.inf if d["watermark"] is None else float(d["watermark"])
         for md in d["models"]:
             m = ModelState.from_dict(md)
+            if s._strata is not None:
+                m.strata = StrataState.from_dict(s._strata, md["strata"])
             s.models[m.name] = m
         c = config
         s.ids = ExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])

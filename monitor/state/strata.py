@@ -1,0 +1,403 @@
+"""Stratified auditing per (suite, model): strata, steered audit rates, certified precision.
+
+Configured by ``[suites.strata]`` and/or a certificate's ``precision`` (see
+:class:`monitor.config.StrataConfig`). For each model, :class:`StrataState` puts every judge event
+in a stratum (the event's ``stratum`` field, or a frozen equal-mass bin of the judge loss, or one
+stratum when only ``precision`` is set), counts traffic per stratum, keeps per-stratum audit
+rates steered by the allocation rule, and feeds a Cer-Eval
+:class:`~monitor.stats.cereval.StratifiedCertifiedMean` (anytime-valid) and a
+:class:`~monitor.stats.stratppi.StratifiedPPIMean` (asymptotic only) with the labels.
+
+Audit decision (once, at judge-event time; ``u`` is the unit's salted-hash uniform):
+
+- rates ``r_k(t)`` come from ``audit_rates(allocation, traffic, budget, floor)`` computed from
+  the past only (recomputed every ``refresh_every`` judge events and after each stratified label);
+  ``m(t) = min_k r_k(t)`` over strata with traffic (strata without traffic are raised to ``m``);
+- ``u < m(t)``: a **uniform** audit -- a betting round (R-Eval / R-AutoEval / R-AutoEval+) and a
+  stratified label;
+- ``m(t) <= u < r_k(t)``: a **top-up** audit -- a stratified label only; for the betting
+  certificates the unit is ordinary unaudited traffic (its judge loss joins the synthetic block);
+- otherwise: unaudited (synthetic block, StratPPI unlabelled pool).
+
+An event's ``audit`` flag, when present, decides instead (``true`` is a uniform audit). Units seen
+during a judge-loss warm-up have no stratum: they are audited at the suite's ``audit_rate`` as
+uniform audits and never enter the stratified estimates.
+
+Notes
+-----
+Validity. (1) Stratified certificate: a unit of stratum k arriving at time t is labelled with
+probability ``r_k(t)``, a function of the past and of k only, and ``u`` is independent of the
+unit's losses; so, given the past and k, a labelled unit's human loss has the stratum's loss
+distribution, and the labels of stratum k are conditionally i.i.d. as
+:class:`~monitor.stats.cereval.StratifiedCertifiedMean` requires (adaptive choice of which
+stratum to label is allowed). The interval covers the **risk over the traffic seen** (after any
+warm-up), ``sum_k p_k R_k`` with ``p_k`` the observed traffic shares, whatever the audit rates.
+(2) Betting certificates: a unit is a betting round with probability ``m(t)``, the same for every
+unit whatever its stratum and losses, and joins the synthetic block with probability
+``1 - m(t)``, again the same for every unit; so rounds and blocks are uniform samples of the
+traffic, exactly the R-AutoEval+ assumptions (stationary traffic). Feeding the top-up units to the
+betting certificates would break this: they over-represent high-rate strata. Both arguments assume
+that whether and when a requested label arrives does not depend on its loss, like the
+unstratified engine does.
+
+Examples
+--------
+>>> from monitor.config import CertificateConfig, SuiteConfig, StrataConfig
+>>> cfg = SuiteConfig(audit_rate=0.2, strata=StrataConfig(by="stratum", count=3),
+...     certificates=[CertificateConfig(name="r", alpha=0.1, delta=0.05, precision=0.3)])
+>>> st = StrataState(StrataSpec.from_suite(cfg, lambda c: c.delta))
+>>> st.judge("a", 0.0, None, 0.01), st.judge("b", 1.0, None, 0.9)
+((0, 'uniform'), (1, None))
+>>> st.label(0, 0.0, 0.0)
+False
+>>> st.view()["strata"]["a"]["labels"], st.names
+(1, ['a', 'b', '__other__'])
+>>> StrataState.from_dict(st.spec, st.to_dict()).to_dict() == st.to_dict()
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from monitor.alerts import Alert, label_request, make_alert
+from monitor.audit import audit_uniform
+from monitor.stats.allocation import audit_rates
+from monitor.stats.cereval import StratifiedCertifiedMean
+from monitor.stats.partition import OTHER, JudgeLossBins, LabelStrata
+from monitor.stats.stratppi import StratifiedPPIMean
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from monitor.config import CertificateConfig, SuiteConfig
+    from monitor.events import Event
+    from monitor.state.model import ModelState
+    from monitor.state.suite import SuiteState
+
+__all__ = ["TOP_UP", "UNIFORM", "StrataSpec", "StrataState", "strata_judge", "strata_label"]
+
+UNIFORM = "uniform"
+TOP_UP = "top_up"
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _below(u: float, rate: float) -> bool:
+    return rate >= 1.0 or (rate > 0.0 and u < rate)
+
+
+@dataclass(frozen=True)
+class StrataSpec:
+    """Resolved per-suite settings (see :class:`monitor.config.StrataConfig`)."""
+
+    by: str  # "stratum" | "judge_loss" | "none"
+    count: int
+    names: tuple[str, ...]
+    warmup: int
+    allocation: str
+    floor: float
+    budget: float
+    base_rate: float
+    refresh_every: int
+    ppi_alpha: float
+    delta: float
+    certificate: str
+    precision: float | None
+
+    @classmethod
+    def from_suite(
+        cls, config: SuiteConfig, threshold_delta: Callable[[CertificateConfig], float]
+    ) -> StrataSpec:
+        """Build from a suite config (``threshold_delta``: a level after multiplicity).
+
+        The interval belongs to the certificate with ``precision`` (else the first one) and runs
+        at that certificate's level after the suite's multiplicity correction.
+        """
+        cert = next((c for c in config.certificates if c.precision is not None),
+                    config.certificates[0])
+        delta = threshold_delta(cert)
+        s = config.strata
+        if s is None:
+            rate = config.audit_rate
+            return cls("none", 1, (), 0, "uniform", rate, rate, rate, 64, 0.1, delta,
+                       cert.name, cert.precision)
+        budget = config.audit_rate if s.budget is None else s.budget
+        return cls(s.by, s.count, tuple(s.names or ()), s.warmup or 0, s.allocation, s.floor,
+                   budget, config.audit_rate, s.refresh_every, s.ppi_alpha, delta,
+                   cert.name, cert.precision)
+
+    @staticmethod
+    def enabled(config: SuiteConfig) -> bool:
+        """Whether the suite has strata or a precision goal."""
+        return config.strata is not None or any(c.precision is not None
+                                                 for c in config.certificates)
+
+
+class StrataState:
+    """Strata, audit rates and stratified estimates of one model (see the module docstring).
+
+    Parameters
+    ----------
+    spec : StrataSpec
+        Resolved settings.
+    """
+
+    def __init__(self, spec: StrataSpec) -> None:
+        self.spec = spec
+        k = spec.count
+        self.labeler: LabelStrata | None = None
+        self.bins: JudgeLossBins | None = None
+        if spec.by == "stratum":
+            self.labeler = LabelStrata(k)
+            for name in spec.names:
+                self.labeler.index(name)
+        elif spec.by == "judge_loss":
+            self.bins = JudgeLossBins(k, spec.warmup)
+        self.cert = StratifiedCertifiedMean(k, spec.delta)
+        self.ppi = StratifiedPPIMean(k, spec.ppi_alpha)
+        self.rates = [spec.budget] * k
+        self.uniform_rate = spec.budget
+        self.target = 0
+        self.since = 0
+        self.audits = [0] * k
+        self.warmup_units = 0
+        self.reached_at: int | None = None
+
+    # ------------------------------------------------------------------ decisions
+    def assign(self, name: str | None, judge_loss: float) -> int | None:
+        """Stratum of a new unit (``None`` during a judge-loss warm-up)."""
+        if self.labeler is not None:
+            return self.labeler.index(name)
+        if self.bins is not None:
+            k = self.bins.assign(judge_loss)  # before update: warm-up units get no stratum
+            self.bins.update(judge_loss)
+            return k
+        return 0
+
+    def judge(
+        self, name: str | None, judge_loss: float, flag: bool | None, u: float
+    ) -> tuple[int | None, str | None]:
+        """Assign and decide the audit of one judge event.
+
+        Returns
+        -------
+        tuple
+            ``(stratum index or None, "uniform" | "top_up" | None)`` (None: not audited).
+        """
+        k = self.assign(name, judge_loss)
+        if k is None:
+            self.warmup_units += 1
+            audited = flag if flag is not None else _below(u, self.spec.base_rate)
+            return None, UNIFORM if audited else None
+        self.cert.observe_traffic(k)
+        sample: str | None
+        if flag is not None:
+            sample = UNIFORM if flag else None
+        elif _below(u, self.uniform_rate):
+            sample = UNIFORM
+        elif _below(u, self.rates[k]):
+            sample = TOP_UP
+        else:
+            sample = None
+        if sample is None:
+            self.ppi.update_judge(k, judge_loss)
+        else:
+            self.audits[k] += 1
+        self.since += 1
+        if self.since >= self.spec.refresh_every:
+            self.refresh()
+        return k, sample
+
+    def label(self, k: int | None, human: float, judge: float) -> bool:
+        """Add the labelled unit of stratum ``k``; True when the precision goal is first met."""
+        if k is None:
+            return False
+        self.cert.update(k, human)
+        self.ppi.update_label(k, human, judge)
+        self.refresh()
+        eps = self.spec.precision
+        if eps is not None and self.reached_at is None and self.cert.half_width <= eps:
+            self.reached_at = self.cert.n_labels
+            return True
+        return False
+
+    def refresh(self) -> None:
+        """Recompute the audit rates and the target stratum from the data so far."""
+        self.since = 0
+        spec = self.spec
+        traffic = np.array(self.cert.traffic, dtype=np.float64)
+        active = traffic > 0
+        if not active.any() or spec.allocation in ("uniform", "proportional"):
+            rates = np.full(spec.count, spec.budget)
+        else:
+            if spec.allocation == "cereval":
+                alloc = self.cert.allocation()
+            else:
+                alloc = self.ppi.allocation("heuristic" if spec.allocation == "heuristic"
+                                            else "plugin")
+            rates = audit_rates(alloc, traffic, spec.budget, spec.floor)
+        m = float(rates[active].min()) if active.any() else spec.budget
+        self.rates = [max(float(r), m) for r in rates]
+        self.uniform_rate = m
+        self.target = self.cert.target_stratum
+
+    # ------------------------------------------------------------------ views
+    @property
+    def names(self) -> list[str]:
+        """Display name of every stratum slot."""
+        k = self.spec.count
+        if self.labeler is not None:
+            named = self.labeler.names[: k - 1] if k > 1 else []
+            return [*named, *(f"__slot{i}__" for i in range(len(named), k - 1)), OTHER]
+        if self.bins is not None:
+            return [f"bin{i}" for i in range(k)]
+        return ["all"]
+
+    def request_fields(self, k: int | None, sample: str) -> dict[str, Any]:
+        """Extra keys of a label request for a unit of stratum ``k``."""
+        names = self.names
+        rate = self.spec.base_rate if k is None else self.rates[k]
+        return {"assigned_stratum": None if k is None else names[k], "sample": sample,
+                "audit_rate": rate, "target_stratum": names[self.target]}
+
+    def evidence(self) -> dict[str, Any]:
+        """Evidence of a ``precision_reached`` alert."""
+        c = self.cert
+        return {"half_width": _finite(c.half_width), "epsilon": self.spec.precision,
+                "labels": c.n_labels, "lower": c.lower, "upper": c.upper,
+                "estimate": c.estimate, "delta": self.spec.delta,
+                "labels_per_stratum": dict(zip(self.names, c.labels, strict=True)),
+                "traffic": sum(c.traffic)}
+
+    def view(self) -> dict[str, Any]:
+        """Return the ``strata`` block of a model in STATE.json."""
+        c, names = self.cert, self.names
+        share, means, radii = c.weights, c.stratum_means, c.stratum_radii
+        strata: dict[str, Any] = {}
+        for i, name in enumerate(names):
+            if name.startswith("__slot") and c.traffic[i] == 0:
+                continue
+            strata[name] = {"traffic": c.traffic[i], "traffic_share": float(share[i]),
+                            "labels": c.labels[i],
+                            "estimate": float(means[i]) if c.labels[i] else None,
+                            "radius": _finite(radii[i]), "audit_rate": self.rates[i]}
+        ppi_ok = any(n > 0 for n in c.labels)
+        return {
+            "by": self.spec.by, "allocation": self.spec.allocation,
+            "certificate": self.spec.certificate, "delta": self.spec.delta,
+            "target_stratum": names[self.target], "half_width": _finite(c.half_width),
+            "lower": c.lower, "upper": c.upper,
+            "estimate": c.estimate if ppi_ok else None,
+            "precision_goal": self.spec.precision, "precision_reached_at_labels": self.reached_at,
+            "labels": c.n_labels, "uniform_rate": self.uniform_rate,
+            "warmup_units": self.warmup_units,
+            "edges": None if self.bins is None else self.bins.edges,
+            "ppi": {"estimate": _finite(self.ppi.estimate) if ppi_ok else None,
+                    "lower": _finite(self.ppi.lower) if ppi_ok else None,
+                    "upper": _finite(self.ppi.upper) if ppi_ok else None,
+                    "alpha": self.spec.ppi_alpha, "asymptotic": True},
+            "strata": strata,
+        }
+
+    # ------------------------------------------------------------------ snapshot
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable state (floats exact)."""
+        return {
+            "labeler": None if self.labeler is None else self.labeler.to_state(),
+            "bins": None if self.bins is None else self.bins.to_state(),
+            "cert": self.cert.to_state(), "ppi": self.ppi.to_state(),
+            "rates": list(self.rates), "uniform_rate": self.uniform_rate,
+            "target": self.target, "since": self.since, "audits": list(self.audits),
+            "warmup_units": self.warmup_units, "reached_at": self.reached_at,
+        }
+
+    @classmethod
+    def from_dict(cls, spec: StrataSpec, d: dict[str, Any]) -> StrataState:
+        """Inverse of :meth:`to_dict`."""
+        st = cls(spec)
+        if d["labeler"] is not None:
+            st.labeler = LabelStrata.from_state(d["labeler"])
+        if d["bins"] is not None:
+            st.bins = JudgeLossBins.from_state(d["bins"])
+        st.cert = StratifiedCertifiedMean.from_state(d["cert"])
+        st.ppi = StratifiedPPIMean.from_state(d["ppi"])
+        st.rates = [float(r) for r in d["rates"]]
+        st.uniform_rate = float(d["uniform_rate"])
+        st.target = int(d["target"])
+        st.since = int(d["since"])
+        st.audits = [int(a) for a in d["audits"]]
+        st.warmup_units = int(d["warmup_units"])
+        st.reached_at = None if d["reached_at"] is None else int(d["reached_at"])
+        if len(st.rates) != spec.count or st.cert.n_strata != spec.count:
+            raise ValueError("strata state does not match the configured count")
+        return st
+
+
+# ---------------------------------------------------------------------- engine hooks
+def strata_judge(
+    suite: SuiteState,
+    model: ModelState,
+    strata: StrataState,
+    ev: Event,
+    key: str,
+    tick: float,
+    human_first: float | None,
+    alerts: list[Alert],
+    requests: list[dict[str, Any]],
+) -> None:
+    """Judge-event path of a model with strata (``human_first``: a label that came first)."""
+    u = 1.0 if ev.audit is not None else audit_uniform(
+        suite.config.audit_salt, suite.name, ev.model, ev.example_id)
+    k, sample = strata.judge(ev.stratum, ev.loss, ev.audit, u)
+    if sample != UNIFORM:
+        # unaudited for the betting certificates: the synthetic block (top-up units included)
+        model.block_sum += ev.loss
+        model.block_count += 1
+    if sample is None:
+        if human_first is not None:
+            model.counts["unsolicited_labels"] += 1
+        return
+    if human_first is not None:
+        strata_label(suite, model, strata, key, [k, sample], human_first, ev.loss, ev.ts, tick,
+                     alerts)
+        return
+    model.pending_units += 1
+    payload = [ev.model, ev.loss, ev.event_id, ev.stratum, [k, sample]]
+    for _, p in suite.pending.put(key, tick, payload):
+        suite._expired_pending(p)
+    if ev.audit is None and suite.config.label_requests:
+        req = label_request(suite.name, ev.model, ev.example_id, ev.event_id, ev.ts, ev.stratum)
+        req.update(strata.request_fields(k, sample))
+        requests.append(req)
+        model.counts["label_requests"] += 1
+
+
+def strata_label(
+    suite: SuiteState,
+    model: ModelState,
+    strata: StrataState,
+    key: str,
+    tag: list[Any],
+    human: float,
+    judge: float,
+    ts: float,
+    tick: float,
+    alerts: list[Alert],
+) -> None:
+    """Use a labelled unit of a model with strata: betting round if uniform; stratified label."""
+    k, sample = tag
+    if sample == UNIFORM:
+        suite._round(model, key, human, judge, ts, tick, alerts)
+    else:
+        suite.rounded.put(key, tick)
+    if strata.label(None if k is None else int(k), human, judge):
+        alerts.append(make_alert("precision_reached", suite.name, model.name,
+                                 strata.spec.certificate, "cereval", strata.cert.n_labels, ts,
+                                 strata.evidence()))
