@@ -31,12 +31,20 @@ def proportional_allocation(weights: ArrayLike) -> F64:
 def optimal_allocation(weights: ArrayLike, sds: ArrayLike) -> F64:
     """Eq. 19: ``rho_k ∝ w_k sigma_k`` with ``sigma_k^2 = Var(Y - lambda_k f | k)`` (Neyman form).
 
-    Falls back to proportional when every ``w_k sigma_k`` is 0.
+    Notes
+    -----
+    Falls back to proportional allocation (``rho_k = w_k``) when every ``w_k sigma_k`` is 0:
+    with no spread anywhere eq. 19 is 0/0, and normalising whatever is left (round-off) would
+    send the whole label budget to arbitrary strata. Spreads are used as given; estimate them
+    with :func:`heuristic_sd`, which returns exact zeros for spreads that are 0 up to round-off.
+    Strata with ``sigma_k = 0`` get no share here; :func:`audit_rates` keeps their floor.
 
     Examples
     --------
     >>> optimal_allocation([0.5, 0.5], [0.1, 0.3]).round(6).tolist()
     [0.25, 0.75]
+    >>> optimal_allocation([0.75, 0.25], [0.0, 0.0]).tolist()
+    [0.75, 0.25]
     """
     w = np.asarray(weights, dtype=np.float64)
     s = w * np.asarray(sds, dtype=np.float64)
@@ -44,7 +52,9 @@ def optimal_allocation(weights: ArrayLike, sds: ArrayLike) -> F64:
     return proportional_allocation(w) if total <= 0 else np.asarray(s / total, dtype=np.float64)
 
 
-def heuristic_sd(mean_f: ArrayLike, mean_f2: ArrayLike, lam: ArrayLike = 1.0) -> F64:
+def heuristic_sd(
+    mean_f: ArrayLike, mean_f2: ArrayLike, lam: ArrayLike = 1.0, *, rtol: float = 1e-9
+) -> F64:
     """Eq. 21-22 ``sigma_hat_k`` from judge-loss spread, reading the judge loss as ``P(loss = 1)``.
 
     With confidence ``c(1|x) = f(x)``, ``c(0|x) = 1 - f(x)`` (binary loss), eq. 21-22 reduce to
@@ -53,23 +63,51 @@ def heuristic_sd(mean_f: ArrayLike, mean_f2: ArrayLike, lam: ArrayLike = 1.0) ->
     needed). ``lam = 1`` (the paper's heuristic) gives ``E[f (1 - f)]``; ``lam = 0`` gives the
     Bernoulli variance ``E f (1 - E f)``.
 
+    Parameters
+    ----------
+    mean_f, mean_f2 : array_like
+        Judge-loss mean ``E f`` and second moment ``E f^2`` per stratum.
+    lam : array_like
+        PPI weight ``lambda_k`` (1: the paper's heuristic).
+    rtol : float
+        Variances at most ``rtol`` times the magnitude of the terms they are computed from are
+        round-off and returned as exactly 0 (see Notes).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``sigma_hat_k >= 0``.
+
     Notes
     -----
     A heuristic: it is exact only if the judge is calibrated for a binary loss. Any allocation
     with all shares positive keeps the (asymptotic) validity of the interval; a miscalibrated judge
     only costs efficiency.
 
+    ``sigma^2`` is a difference of terms of order ``E f``; when it is 0 in exact arithmetic (e.g.
+    ``lam = 1`` and judge losses in {0, 1}, where ``E f^2 = E f``) the computed value is
+    round-off of either sign, around ``1e-16`` relative (``1e-14`` after 300k streaming
+    updates). Such values (``sigma^2 <= rtol * sum of |terms|``) are set to exactly 0, so that
+    :func:`optimal_allocation` sees "no spread" and falls back to proportional allocation
+    instead of normalising noise (which sent whole label budgets to arbitrary strata). The cost
+    is that genuine spreads below ``sqrt(rtol)`` (about 3e-5 for the default) also read as 0.
+
     Examples
     --------
     >>> [round(x, 3) for x in heuristic_sd([0.5, 0.1], [0.25, 0.01]).tolist()]
     [0.5, 0.3]
+    >>> heuristic_sd([0.3, 0.7], [0.3 * (1 + 1e-15), 0.7 * (1 - 1e-15)]).tolist()
+    [0.0, 0.0]
     """
     m1 = np.asarray(mean_f, dtype=np.float64)
     m2 = np.asarray(mean_f2, dtype=np.float64)
     lm = np.asarray(lam, dtype=np.float64)
     mu = (1.0 - lm) * m1
     var = m1 - 2.0 * lm * m2 - 2.0 * mu * m1 + lm**2 * m2 + 2.0 * lm * mu * m1 + mu**2
-    return np.asarray(np.sqrt(np.maximum(var, 0.0)), dtype=np.float64)
+    scale = (np.abs(m1) + 2.0 * np.abs(lm * m2) + 2.0 * np.abs(mu * m1) + lm**2 * np.abs(m2)
+             + 2.0 * np.abs(lm * mu * m1) + mu**2)
+    var = np.where(var <= rtol * scale, 0.0, var)
+    return np.asarray(np.sqrt(var), dtype=np.float64)
 
 
 def audit_rates(

@@ -1,6 +1,6 @@
 """Anytime-valid best-model certificate from per-model betting confidence sequences on AIPW.
 
-For each model the per-draw AIPW increments of :func:`monitor.stats.aipw.sequential_increments`
+For each model the per-draw AIPW increments of :func:`monitor.stats.aipw_plan.sequential_increments`
 all have conditional mean ``mu_i`` (the model's mean score on the fixed benchmark) and a range
 ``[lo_b, hi_b]`` known before the draw. Two one-sided betting processes per model,
 
@@ -53,10 +53,11 @@ class BestModelCertifier:
     Notes
     -----
     Guarantee. Assume (a) the scores are fixed numbers in [0, 1] (a finite benchmark), (b) every
-    increment passed to :meth:`update` comes from :func:`~monitor.stats.aipw.sequential_increments`
-    of a plan whose predictions and weight were fixed before its batch was drawn, uniformly without
-    replacement, and (c) a model's increments are passed in draw order. Then, whatever the
-    selection rule, the predictions or the refits,
+    increment passed to :meth:`update` comes from
+    :func:`~monitor.stats.aipw_plan.sequential_increments` of a plan whose predictions and weight
+    were fixed before its batch was drawn, uniformly without replacement, and (c) a model's
+    increments are passed in draw order. Then, whatever the selection rule, the predictions or
+    the refits,
 
     ``P(exists t, i: mu_i not in [lower_i(t), upper_i(t)]) <= delta``,
 
@@ -146,7 +147,7 @@ class BestModelCertifier:
         model : int
             Model index.
         theta, lo, hi, l0, u0 : array_like
-            As returned by :func:`monitor.stats.aipw.sequential_increments`.
+            As returned by :func:`monitor.stats.aipw_plan.sequential_increments`.
         """
         th = np.asarray(theta, dtype=np.float64)
         a, b = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)

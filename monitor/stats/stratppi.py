@@ -302,6 +302,22 @@ class StratifiedPPIMean:
         ``proportional``: ``w_k``. ``heuristic``: eq. 19 with :func:`heuristic_sd` (lambda = 1)
         from all judge losses of the stratum. ``plugin``: eq. 19 with the labelled residual
         standard deviation ``sd(Y - lambda_k f)`` (heuristic where a stratum has < 2 labels).
+
+        Notes
+        -----
+        A spread that is 0 up to round-off counts as exactly 0 (:func:`heuristic_sd`), and when
+        every stratum's spread is 0 the shares fall back to proportional (``w_k``,
+        :func:`optimal_allocation`). This is the case of ``heuristic`` with judge losses in
+        {0, 1}: ``E[f (1 - f)] = 0`` in every stratum, and eq. 19 is 0/0. Any allocation keeps
+        the asymptotic validity of the interval; the rule only affects efficiency.
+
+        Examples
+        --------
+        >>> m = StratifiedPPIMean(3)
+        >>> for i in range(90):
+        ...     m.update_judge(i % 3, float(i % 10 < 3))
+        >>> m.allocation("heuristic").tolist() == m.weights.tolist()
+        True
         """
         w = self.weights
         if rule == "proportional":

@@ -34,3 +34,21 @@ def test_audit_rates_budget_floor_cap() -> None:
         audit_rates([1, 1], [0.5, 0.5], budget_rate=0.01, floor=0.02)
     with pytest.raises(ValueError):
         audit_rates([1, -1], [0.5, 0.5], 0.1)
+
+
+def test_heuristic_sd_round_off_is_exact_zero_and_allocation_falls_back() -> None:
+    # E f^2 = E f (judge losses in {0, 1}) up to round-off of either sign
+    m1 = np.array([0.3, 0.3, 0.3])
+    m2 = m1 * (1.0 + np.array([1e-15, -1e-15, -3e-16]))
+    sd = heuristic_sd(m1, m2, 1.0)
+    assert sd.tolist() == [0.0, 0.0, 0.0]
+    w = [0.2, 0.3, 0.5]
+    np.testing.assert_array_equal(optimal_allocation(w, sd), proportional_allocation(w))
+    # a real spread in one stratum keeps the Neyman shares (zero elsewhere)
+    sd = heuristic_sd([0.3, 0.3, 0.3], [0.3, 0.25, 0.3 * (1 - 1e-15)], 1.0)
+    assert sd[0] == 0.0 and sd[2] == 0.0 and sd[1] == pytest.approx(np.sqrt(0.05))
+    np.testing.assert_allclose(optimal_allocation(w, sd), [0.0, 1.0, 0.0])
+    # lambda = 0 (Bernoulli variance) unaffected away from the degenerate case
+    np.testing.assert_allclose(heuristic_sd(0.3, 0.3, 0.0), np.sqrt(0.21))
+    assert heuristic_sd(0.0, 0.0, 0.0).tolist() == 0.0
+    assert heuristic_sd(1.0, 1.0, 0.0).tolist() == 0.0

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.aipw import AIPWEstimator, sequential_increments
+from monitor.stats.aipw import AIPWEstimator
+from monitor.stats.aipw_plan import sequential_increments
 from monitor.stats.bestarm import BestModelCertifier
 from monitor.stats.pulse import SelectionBandit, SelectionConfig
 

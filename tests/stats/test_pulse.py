@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monitor.stats.lowrank import fit_logistic_factors, sigmoid
-from monitor.stats.pulse import SelectionBandit, SelectionConfig, ucb_index
+from monitor.stats.pulse import SelectionBandit, SelectionConfig
 
 
 def _problem(seed: int = 0, m: int = 8, n: int = 120, hist: int = 30):
@@ -149,13 +149,6 @@ def test_pending_plan_unaffected_by_refit_triggered_elsewhere():
     assert bandit.refits == refits + 1
     assert bandit._aipw.pending(i) == plan_before  # frozen before its draw
     bandit.update_many(i, ids_i, s[i, ids_i])
-
-
-def test_ucb_index():
-    idx = ucb_index([0.5, np.nan, 0.7], [16, 4, 0], 4.0)
-    assert idx[0] == pytest.approx(1.0) and idx[1] == -np.inf and idx[2] == np.inf
-    cfg = SelectionConfig(method="ucbe", batch_size=3)
-    assert SelectionConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
 
 
 def test_without_history_joint_refit():

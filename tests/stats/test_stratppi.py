@@ -105,3 +105,29 @@ def test_online_state_roundtrip() -> None:
         a.update_label(0, 1.2, 0.1)
     with pytest.raises(ValueError):
         a.update_judge(3, 0.1)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_heuristic_allocation_binary_judge_losses_is_proportional(seed: int) -> None:
+    # Regression: with 0/1 judge losses E[f(1 - f)] = 0 in every stratum, but the streaming
+    # moments leave round-off of either sign and eq. 19 used to normalise it, e.g. [0, 0.5, 0.5]
+    # or [1, 0, 0] for three identical strata. No spread anywhere must give proportional shares.
+    rng = np.random.default_rng(seed)
+    base = (np.arange(60) % 10 < 3).astype(float)  # 30% ones, same in every stratum
+    m = StratifiedPPIMean(3)
+    for k in range(3):
+        for i, f in enumerate(rng.permutation(base).tolist()):
+            if i % 3 == 0:
+                m.update_label(k, f, f)
+            else:
+                m.update_judge(k, f)
+    np.testing.assert_array_equal(m.allocation("heuristic"), m.weights)
+    # unequal traffic and unequal (binary) judge-loss rates: still no spread, still proportional
+    m = StratifiedPPIMean(3)
+    for k, (n, p) in enumerate([(50, 0.1), (120, 0.3), (80, 0.55)]):
+        for i, f in enumerate((rng.random(n) < p).astype(float).tolist()):
+            if i % 4 == 0:
+                m.update_label(k, f, f)
+            else:
+                m.update_judge(k, f)
+    np.testing.assert_allclose(m.allocation("heuristic"), m.weights, rtol=0, atol=1e-15)
