@@ -1,0 +1,71 @@
+"""Per-partition consumer metrics (registered on a caller-provided registry).
+
+- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset;
+- ``certmon_kafka_records_consumed_total{topic,partition}``;
+- ``certmon_kafka_partitions_assigned``: partitions this process owns now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+__all__ = ["KafkaMetrics"]
+
+
+class KafkaMetrics:
+    """Consumer-side Kafka metrics.
+
+    Examples
+    --------
+    >>> registry = CollectorRegistry()
+    >>> m = KafkaMetrics(registry)
+    >>> m.consumed("t", 0, 5); m.lag("t", 0, 7); m.assigned(2)
+    >>> registry.get_sample_value("certmon_kafka_records_consumed_total",
+    ...                           {"topic": "t", "partition": "0"})
+    5.0
+    >>> registry.get_sample_value("certmon_kafka_consumer_lag_messages",
+    ...                           {"topic": "t", "partition": "0"})
+    7.0
+    >>> m.forget("t", 0)
+    >>> registry.get_sample_value("certmon_kafka_consumer_lag_messages",
+    ...                           {"topic": "t", "partition": "0"}) is None
+    True
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._lag = Gauge(
+            "certmon_kafka_consumer_lag_messages",
+            "Messages between this consumer's position and the partition's high watermark.",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self._consumed = Counter(
+            "certmon_kafka_records_consumed",
+            "Records consumed from Kafka and processed.",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self._assigned = Gauge(
+            "certmon_kafka_partitions_assigned",
+            "Input partitions currently assigned to this process.",
+            registry=registry,
+        )
+
+    def consumed(self, topic: str, partition: int, count: int) -> None:
+        """Count ``count`` records processed from one partition."""
+        self._consumed.labels(topic=topic, partition=str(partition)).inc(count)
+
+    def lag(self, topic: str, partition: int, messages: int) -> None:
+        """Set the lag of one partition."""
+        self._lag.labels(topic=topic, partition=str(partition)).set(max(0, messages))
+
+    def assigned(self, count: int) -> None:
+        """Set the number of assigned partitions."""
+        self._assigned.set(count)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop the lag series of a partition this process no longer owns."""
+        with contextlib.suppress(KeyError):
+            self._lag.remove(topic, str(partition))

@@ -1,0 +1,101 @@
+"""Combine per-partition engine states into one STATE.json view.
+
+The Kafka runner keeps one engine per input partition. Suites are the Kafka key, so every
+suite lives in exactly one partition and the suites of different engines are disjoint; the
+top-level operational ``counters`` are sums. :func:`merge_state_views` builds the view a single
+engine would have produced from the same events (the metrics collector and the integration
+tests use it); :func:`load_partition_states` rebuilds it from a checkpoint store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from monitor.checkpoint import CheckpointStore, decode_checkpoint
+
+if TYPE_CHECKING:
+    from monitor.config import CertmonConfig
+
+__all__ = ["load_partition_states", "merge_state_views", "partition_key"]
+
+
+def partition_key(topic: str, partition: int) -> str:
+    """Return the checkpoint-store key of one input partition.
+
+    Examples
+    --------
+    >>> partition_key("certmon.eval-events.v1", 3)
+    'certmon.eval-events.v1/3'
+    """
+    return f"{topic}/{partition}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _merge(a: Any, b: Any) -> Any:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out = dict(a)
+        for key, value in b.items():
+            out[key] = _merge(out[key], value) if key in out else value
+        return out
+    if _is_number(a) and _is_number(b):
+        return a + b
+    return a
+
+
+def merge_state_views(views: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Merge engine state views: union of suites, sums of numeric counters elsewhere.
+
+    Raises
+    ------
+    ValueError
+        Two views hold the same suite (a suite must live in exactly one partition).
+
+    Examples
+    --------
+    >>> a = {"suites": {"s1": {"n": 1}}, "counters": {"events_in": 3, "rejected": {"x": 1}}}
+    >>> b = {"suites": {"s2": {"n": 2}}, "counters": {"events_in": 4, "rejected": {"y": 2}}}
+    >>> m = merge_state_views([a, b])
+    >>> m["suites"], m["counters"]
+    ({'s1': {'n': 1}, 's2': {'n': 2}}, {'events_in': 7, 'rejected': {'x': 1, 'y': 2}})
+    """
+    merged: dict[str, Any] = {"suites": {}}
+    for view in views:
+        for name, suite in view.get("suites", {}).items():
+            if name in merged["suites"]:
+                raise ValueError(f"suite {name!r} appears in two partitions")
+            merged["suites"][name] = suite
+        for key, value in view.items():
+            if key == "suites":
+                continue
+            merged[key] = _merge(merged[key], value) if key in merged else value
+    merged["suites"] = dict(sorted(merged["suites"].items()))
+    return merged
+
+
+def load_partition_states(
+    config: CertmonConfig, store: CheckpointStore, topic: str, partitions: Iterable[int]
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """Restore every partition's engine from ``store`` and merge their views.
+
+    Returns
+    -------
+    tuple of (dict, dict)
+        The merged state view and ``{partition: checkpoint position}``; partitions without a
+        checkpoint are left out.
+    """
+    from monitor.engine import Engine
+
+    views = []
+    positions: dict[int, dict[str, Any]] = {}
+    for p in partitions:
+        data = store.load(partition_key(topic, p))
+        if data is None:
+            continue
+        snapshot, position = decode_checkpoint(data)
+        views.append(Engine.restore(config, snapshot).state_view())
+        positions[p] = position
+    return merge_state_views(views), positions

@@ -1,0 +1,1 @@
+"""Test helpers that start real infrastructure (no pytest dependency)."""
