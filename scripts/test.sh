@@ -12,6 +12,18 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 echo "== installing certmon and its dev dependencies"
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 
+# Java 17 + Maven fetch and run the Apache Kafka broker the Kafka tests start.
+if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Java 17 and Maven (Debian packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless maven >/dev/null
+  else
+    echo "== java/mvn missing and not root: the Kafka tests will skip (CI fails on that)"
+  fi
+fi
+
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 \
     || ! { command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1; }; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
