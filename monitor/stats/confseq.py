@@ -15,15 +15,15 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.bets import BetConfig, up_grid
+from monitor.stats.bets import BetConfig, up_grid, wsr_scale
 from monitor.stats.grid_wealth import (
     bet_caps,
     grid_points,
     hull_edges,
     log_mixture,
+    may_move_edges,
     update_log_wealth,
     wsr_bets,
-    wsr_stats_update,
 )
 
 __all__ = ["HedgedConfidenceSequence"]
@@ -34,6 +34,8 @@ _VERSION = 1
 
 
 def _check_loss(name: str, value: float) -> float:
+    if type(value) is float and 0.0 <= value <= 1.0:  # the common case, NaN fails the test
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ValueError(f"{name} must be a float in [0, 1], got {value!r}")
     v = float(value)
@@ -132,7 +134,14 @@ class HedgedConfidenceSequence:
     ``O(S W)`` (WSR) or ``O(S W K)`` (UP, ``K = bet.up_grid``) with ``W <= G - 1`` the tracked
     points; W shrinks like the interval width. UP at ``G = 1000`` is heavy early on (about
     ``2 S G K`` log1p/exp per round, and ``3 * 2 S G K`` floats of memory): prefer a coarser
-    ``grid_size`` or ``up_grid`` for UP. The state stores the tracked points only.
+    ``grid_size`` or ``up_grid`` for UP. The state stores the tracked points only. The
+    mixtures and the hull are recomputed over the whole window only in rounds that can move a
+    bound: the window includes the (rejected) edge points, so a bound moves only when the point
+    just inside it is rejected, and that is checked first on those two points with a margin
+    far above rounding error (:func:`monitor.stats.grid_wealth.may_move_edges`); the bounds
+    are exactly those of the full computation. The per-rho scalars (``q``, WSR sums and
+    bets) use Python floats: the same correctly rounded operations in the same order as the
+    numpy reference, so results are bit-identical to it.
     """
 
     def __init__(
@@ -170,11 +179,26 @@ class HedgedConfidenceSequence:
         self._lo_edge = 0
         self._hi_edge = grid_size
         self._first = 1
-        self._total = np.zeros(r.size)
-        self._dev = np.zeros(r.size)
+        self._total: list[float] = [0.0] * r.size
+        self._dev: list[float] = [0.0] * r.size
         self._log_wealth = np.zeros(self._wealth_shape(grid_size - 1))
         # work buffers (not state): views of their first W columns are used every round
         self._scratch = (np.empty_like(self._log_wealth), np.empty_like(self._log_wealth))
+        # Python-float copies for the per-round scalar arithmetic (same IEEE operations as
+        # the numpy reference, correctly rounded either way, hence bit-identical)
+        self._rhos_l: list[float] = r.tolist()
+        self._mu0_l: list[float] = self._mu0.tolist()
+        self._var0_l: list[float] = self._var0.tolist()
+        self._set_window()
+
+    def _set_window(self) -> None:
+        """Cache the views of the tracked window (grid, caps, work buffers); not state."""
+        first = self._first
+        width = self._log_wealth.shape[2]
+        sl = slice(first - 1, first - 1 + width)
+        self._win_grid = self._grid[sl]
+        self._win_caps = self._caps[:, :, sl]
+        self._win_scratch = (self._scratch[0][:, :, :width], self._scratch[1][:, :, :width])
 
     def _wealth_shape(self, width: int) -> tuple[int, ...]:
         base = (2, self._rhos.size, width)
@@ -220,7 +244,8 @@ class HedgedConfidenceSequence:
         """
         if self._up is not None:
             return None
-        return wsr_bets(self._dev, self.rounds, self._var0, self._log_thr, self._bet.horizon)
+        return wsr_bets(np.array(self._dev), self.rounds, self._var0, self._log_thr,
+                        self._bet.horizon)
 
     def effective_bets(self, side: Literal["upper", "lower"]) -> FloatArray:
         """Bets for the next round at every grid point, shape (S, G - 1), from the past only.
@@ -256,26 +281,42 @@ class HedgedConfidenceSequence:
         lval = _check_loss("human_loss", human_loss)
         fval = _check_loss("judge_loss", judge_loss)
         if block_mean is None:
-            q = np.full(self._rhos.size, lval)
+            q = [lval] * len(self._rhos_l)
         else:
             b = _check_loss("block_mean", block_mean)
-            q = self._rhos * b + lval - self._rhos * fval
+            q = [r * b + lval - r * fval for r in self._rhos_l]
         self.rounds += 1
         if not self.valid:
             return
-        t_prev = self.rounds - 1
-        lam = None
+        t = self.rounds  # this round; its bets use rounds 1..t-1 only
+        lw = self._log_wealth
+        sa, sb = self._win_scratch
         if self._up is None:
-            lam = wsr_bets(self._dev, t_prev, self._var0, self._log_thr, self._bet.horizon)
-        first, last = self.tracked
-        sl = slice(first - 1, last)
-        width = last - first + 1
-        sa, sb = (buf[:, :, :width] for buf in self._scratch)
-        update_log_wealth(
-            self._log_wealth, q, self._grid[sl], self._caps[:, :, sl], lam, self._up, (sa, sb)
-        )
-        self._total, self._dev = wsr_stats_update(self._total, self._dev, q, t_prev, self._mu0)
-        rejected = log_mixture(self._log_wealth, self._up_logw, sa) >= self._log_thr
+            # update_log_wealth's WSR branch, inlined (same operations on the same buffers)
+            k = wsr_scale(self._log_thr, t, self._bet.horizon)
+            lam = np.array([math.sqrt(k / ((v0 + d) / t))
+                            for v0, d in zip(self._var0_l, self._dev, strict=True)])
+            np.subtract(np.array(q)[:, None], self._win_grid, out=sa[1])  # x = q - m
+            np.negative(sa[1], out=sa[0])  # upper test: -x
+            np.minimum(lam[:, None], self._win_caps, out=sb)  # capped bets
+            np.multiply(sb, sa, out=sa)
+            np.log1p(sa, out=sa)
+            lw += sa
+        else:
+            update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
+                              (sa, sb))
+        # wsr_stats_update in Python floats (eq. 21): same operations, same order
+        tot = [a + x for a, x in zip(self._total, q, strict=True)]
+        dev = []
+        for x, m0, tt, d in zip(q, self._mu0_l, tot, self._dev, strict=True):
+            e = x - (m0 + tt) / (t + 1)
+            dev.append(d + e * e)
+        self._total, self._dev = tot, dev
+        if not self._may_reject(lw):
+            return  # no tracked point can be rejected this round: the bounds stay put
+        first = self._first
+        last = first + lw.shape[2] - 1
+        rejected = log_mixture(lw, self._up_logw, sa) >= self._log_thr
         lo_e, hi_e = hull_edges(rejected, first)
         self._lo_edge = max(self._lo_edge, lo_e)
         self._hi_edge = min(self._hi_edge, hi_e)
@@ -285,9 +326,15 @@ class HedgedConfidenceSequence:
         new_first = max(self._lo_edge, 1)
         new_last = min(self._hi_edge, self._g - 1)
         if (new_first, new_last) != (first, last):
-            keep = self._log_wealth[:, :, new_first - first : new_last - first + 1]
+            keep = lw[:, :, new_first - first : new_last - first + 1]
             self._log_wealth = np.ascontiguousarray(keep)
             self._first = new_first
+            self._set_window()
+
+    def _may_reject(self, lw: FloatArray) -> bool:
+        """Whether this round could move a bound (see :func:`may_move_edges`)."""
+        return may_move_edges(lw, self._hi_edge - 1 - self._first,
+                              self._lo_edge + 1 - self._first, self._log_thr)
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -307,8 +354,8 @@ class HedgedConfidenceSequence:
             "lower_edge": self._lo_edge,
             "upper_edge": self._hi_edge,
             "tracked_first": self._first,
-            "wsr_total": self._total.tolist(),
-            "wsr_dev": self._dev.tolist(),
+            "wsr_total": list(self._total),
+            "wsr_dev": list(self._dev),
             "log_wealth": self._log_wealth.tolist(),
         }
 
@@ -344,11 +391,12 @@ class HedgedConfidenceSequence:
         if total.shape != cs._rhos.shape or dev.shape != cs._rhos.shape:
             raise ValueError("malformed confseq state: wsr sums do not match rhos")
         cs.rounds, cs.valid, cs._lo_edge, cs._hi_edge = rounds, valid, lo, hi
-        cs._first, cs._total, cs._dev = first, total, dev
+        cs._first, cs._total, cs._dev = first, total.tolist(), dev.tolist()
         width = lw.shape[2] if lw.ndim >= 3 else -1
         expected = min(hi, cs._g - 1) - first + 1 if valid else width
         if (lw.shape != cs._wealth_shape(expected) or first + width - 1 >= cs._g
                 or not np.all(np.isfinite(lw))):
             raise ValueError("malformed confseq state: log_wealth shape or values")
         cs._log_wealth = lw
+        cs._set_window()
         return cs

@@ -24,7 +24,9 @@ __all__ = [
     "bet_caps",
     "grid_points",
     "hull_edges",
+    "log_mean_exp",
     "log_mixture",
+    "may_move_edges",
     "update_log_wealth",
     "wsr_bets",
     "wsr_stats_update",
@@ -183,6 +185,22 @@ def log_mixture(
     return _logsumexp(lw, axis=1, scratch=scratch) - math.log(s)
 
 
+def log_mean_exp(values: list[float]) -> float:
+    """``log(mean(exp(values)))`` in Python floats: a cheap bound check, not the mixture itself.
+
+    Within a few ulps of :func:`log_mixture` (which uses numpy's ``exp``/``log``); callers
+    compare it to a threshold with a margin, then use :func:`log_mixture` for the decision.
+
+    Examples
+    --------
+    >>> round(log_mean_exp([0.0, math.log(3.0)]), 12) == round(math.log(2.0), 12)
+    True
+    """
+    mx = max(values)
+    exp = math.exp
+    return mx + math.log(sum([exp(v - mx) for v in values]) / len(values))
+
+
 def _logsumexp(a: FloatArray, axis: int, scratch: FloatArray | None) -> FloatArray:
     mx = a.max(axis=axis, keepdims=True)
     if scratch is None:
@@ -223,3 +241,51 @@ def hull_edges(rejected: BoolArray, first_edge: int) -> tuple[int, int]:
     lower = first_edge - 1 + (int(acc_lo[0]) if acc_lo.size else w)
     upper = first_edge + (int(acc_up[-1]) + 1 if acc_up.size else 0)
     return lower, upper
+
+
+def may_move_edges(
+    log_wealth: FloatArray, col_upper: int, col_lower: int, log_threshold: float
+) -> bool:
+    """Whether this round's rejections could move an interval edge: a conservative filter.
+
+    :func:`hull_edges` keeps the last point the upper test accepts and the first point the
+    lower test accepts, and the tracked window includes the (rejected) edge points themselves.
+    So the upper edge ``e`` can only move if the upper test rejects the point ``e - 1`` just
+    inside it (column ``col_upper``), and the lower edge ``e'`` only if the lower test rejects
+    ``e' + 1`` (column ``col_lower``). Those two mixtures are bounded with a margin far above
+    rounding error (a mixture is at most its largest component); any doubt returns True, and
+    the caller then runs the exact full-window computation. Columns outside the window (edges
+    at the ends of the grid) or a window narrower than 2 points also return True.
+
+    Parameters
+    ----------
+    log_wealth : ndarray, shape (2, S, W) or (2, S, W, K)
+        Log-wealth of the tracked points (4-D: universal-portfolio bettors).
+    col_upper, col_lower : int
+        Columns of the points just inside the upper and the lower edge.
+    log_threshold : float
+        ``log(2 / delta)``.
+
+    Examples
+    --------
+    >>> lw = np.zeros((2, 1, 3))
+    >>> may_move_edges(lw, 1, 1, math.log(20.0))
+    False
+    >>> lw[0, 0, 1] = 3.1
+    >>> may_move_edges(lw, 1, 1, 3.0)
+    True
+    """
+    width = log_wealth.shape[2]
+    if not (0 <= col_upper < width and 0 <= col_lower < width) or width < 2:
+        return True
+    limit = log_threshold - 1e-9 * (1.0 + abs(log_threshold))
+    if log_wealth.ndim == 4:  # mixture over bettors and rhos <= the largest of them
+        return bool(log_wealth[0, :, col_upper].max() >= limit
+                    or log_wealth[1, :, col_lower].max() >= limit)
+    up: list[float] = log_wealth[0, :, col_upper].tolist()
+    low: list[float] = log_wealth[1, :, col_lower].tolist()
+    if len(up) == 1:
+        return up[0] >= limit or low[0] >= limit
+    # log-mean-exp <= max: the exponentials are only needed near the threshold
+    return ((max(up) >= limit and log_mean_exp(up) >= limit)
+            or (max(low) >= limit and log_mean_exp(low) >= limit))

@@ -307,3 +307,25 @@ def test_initial_state_and_methods() -> None:
         assert cs.tracked == (1, 999)
         cs.update(0.0, 1.0, 0.0)
         assert cs.rounds == 1 and cs.valid
+
+
+@pytest.mark.parametrize(("rhos", "bet"), [
+    (np.array([0.0]), BetConfig()), (RHOS10, BetConfig()), (RHOS10[::3], BetConfig(horizon=300)),
+    (np.array([0.0, 1.0]), BetConfig(rule="up", up_grid=6)),
+])
+def test_bound_filter_is_exact(rhos: np.ndarray, bet: BetConfig,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # the cheap per-round filter (_may_reject) skips only rounds in which the full-window
+    # computation would not move a bound: states equal those of never skipping, bit for bit
+    rounds = _rounds(700, seed=21, risk=0.25) + [(1.0, 1.0, None)] * 100  # drift at the end
+    fast = HedgedConfidenceSequence(0.1, rhos, bet, grid_size=120)
+    full = HedgedConfidenceSequence(0.1, rhos, bet, grid_size=120)
+    monkeypatch.setattr(full, "_may_reject", lambda lw: True)
+    skipped = 0
+    for h, j, b in rounds:
+        skipped += not fast._may_reject(fast._log_wealth)
+        fast.update(h, j, b)
+        full.update(h, j, b)
+        assert (fast.lower, fast.upper, fast.valid) == (full.lower, full.upper, full.valid)
+    assert fast.to_state() == full.to_state()
+    assert skipped > (100 if bet.rule == "wsr" else 0)  # UP: a loose max bound
