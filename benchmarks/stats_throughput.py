@@ -1,8 +1,9 @@
-"""Update throughput of RiskMonitor (both sides) in rounds per second, one core.
+"""Update throughput of RiskMonitor (both sides) and CertificateGroup in rounds/s, one core.
 
 Prints rounds/s for R-AutoEval+ (S = 10) with WSR and UP bets, with and without the hedged
 confidence sequence (grid 1000), next to a baseline measured in the same process on the same
 data: a plain-Python running mean updated once per round (the cheapest possible "monitor").
+Then a certificate's three methods: three RiskMonitors vs one CertificateGroup, with the ratio.
 
     python benchmarks/stats_throughput.py [--rounds 200000] [--seed 0]
 
@@ -15,6 +16,14 @@ before -> after the confidence-sequence fast path of monitor/stats/confseq.py):
     R-AutoEval+ S=10 UP(64), CS grid 1000     1,390 ->     1,524
     R-Eval WSR, no CS                       284,171 ->   481,415   (unchanged code; noise)
     R-Eval WSR, CS grid 1000                 31,052 ->    87,107
+
+A certificate's three methods (r_eval, r_autoeval, r_autoeval_plus S=10): three independent
+RiskMonitors vs one CertificateGroup (monitor/stats/risk_group.py; bit-identical results), same
+run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2 CPUs):
+
+    WSR, no CS                               86,652 ->   108,027   (x1.25)
+    WSR, CS grid 1000                        15,257 ->    25,135   (x1.65)
+    UP(64), no CS                            10,803 ->    22,240   (x2.06)
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import numpy as np
 
 from monitor.stats.bets import BetConfig
 from monitor.stats.risk import RiskMonitor
+from monitor.stats.risk_group import CertificateGroup
 
 Round = tuple[float, float, float | None]
 
@@ -41,6 +51,20 @@ def make_rounds(n: int, seed: int) -> list[Round]:
     return [(hh, ff, None if e else bb)
             for hh, ff, bb, e in zip(h.tolist(), f.tolist(), b.tolist(), empty.tolist(),
                                      strict=True)]
+
+
+METHODS = ("r_eval", "r_autoeval", "r_autoeval_plus")
+
+
+class ThreeMonitors:
+    """One RiskMonitor per method, updated one after the other (the pre-group engine)."""
+
+    def __init__(self, bet: BetConfig, grid: int | None) -> None:
+        self.mons = [RiskMonitor(0.12, 0.1, m, bet, cs_grid=grid) for m in METHODS]
+
+    def update(self, human: float, judge: float, block: float | None) -> None:
+        for m in self.mons:
+            m.update(human, judge, block)
 
 
 class RunningMean:
@@ -100,6 +124,23 @@ def main() -> None:
 
         r, rw = rate(make, rounds[:n], repeat=3 if n >= 10_000 else 1)
         print(f"{name:40s} {n:8d} {r:13,.0f} {rw:14,.0f} {base / r:14.1f}")
+    print(f"\n{'certificate, 3 methods (S=10)':40s} {'rounds':>8s} {'3 monitors/s':>13s} "
+          f"{'group/s':>14s} {'group/3 mon.':>14s}")
+    for name, bet, grid, n in [
+        ("WSR, no CS", wsr, None, args.rounds),
+        ("WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
+        ("UP(64), no CS", up, None, args.rounds // 5),
+    ]:
+        def three(b: BetConfig = bet, g: int | None = grid) -> ThreeMonitors:
+            return ThreeMonitors(b, g)
+
+        def group(b: BetConfig = bet, g: int | None = grid) -> CertificateGroup:
+            return CertificateGroup(0.12, 0.1, METHODS, b, cs_grid=g)
+
+        r3, _ = rate(three, rounds[:n])
+        rg, _ = rate(group, rounds[:n])
+        print(f"{name:40s} {n:8d} {r3:13,.0f} {rg:14,.0f} {rg / r3:14.2f}")
+    print(f"load average: {os.getloadavg()[0]:.2f}")
     print("\ntargets (issue 2): WSR no CS >= 100,000 rounds/s; WSR with CS grid 1000 >= 5,000")
 
 

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 from monitor.config import CertificateConfig
 from monitor.stats.bets import BetConfig
 from monitor.stats.risk import RiskMonitor
+from monitor.stats.risk_group import CertificateGroup
 
 if TYPE_CHECKING:
     from monitor.state.strata import StrataState
 
-__all__ = ["COUNT_KEYS", "EffectiveStatus", "ModelState", "build_monitor"]
+__all__ = ["COUNT_KEYS", "EffectiveStatus", "ModelState", "build_group", "build_monitor"]
 
 COUNT_KEYS = (
     "judge",
@@ -42,6 +43,20 @@ COUNT_KEYS = (
     "expired_pending",
     "expired_orphans",
 )
+
+
+def build_group(cert: CertificateConfig, threshold_delta: float) -> CertificateGroup:
+    """Create the :class:`CertificateGroup` updating all methods of one certificate.
+
+    Examples
+    --------
+    >>> c = CertificateConfig(name="r", alpha=0.1, delta=0.05, cs_grid=None)
+    >>> build_group(c, 0.025)["r_eval"].threshold_delta
+    0.025
+    """
+    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid)
+    return CertificateGroup(cert.alpha, cert.delta, cert.methods, bet, n_rhos=cert.rhos,
+                            cs_grid=cert.cs_grid, threshold_delta=threshold_delta)
 
 
 def build_monitor(cert: CertificateConfig, method: str, threshold_delta: float) -> RiskMonitor:
@@ -116,6 +131,9 @@ class ModelState:
     pending_units: int = 0
     orphan_labels: int = 0
     strata: StrataState | None = None  # set by the suite when strata/precision is on
+    # one CertificateGroup per certificate: it updates all the certificate's methods at once;
+    # ``monitors`` holds its per-method members (read-only RiskMonitors)
+    groups: dict[str, CertificateGroup] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -125,12 +143,11 @@ class ModelState:
         threshold_delta: Callable[[CertificateConfig], float],
     ) -> ModelState:
         """Fresh state with one monitor per certificate x method."""
+        groups = {c.name: build_group(c, threshold_delta(c)) for c in certificates}
         monitors: dict[tuple[str, str], RiskMonitor] = {
-            (c.name, meth): build_monitor(c, meth, threshold_delta(c))
-            for c in certificates
-            for meth in c.methods
+            (c.name, meth): groups[c.name][meth] for c in certificates for meth in c.methods
         }
-        return cls(name, monitors, {k: EffectiveStatus() for k in monitors})
+        return cls(name, monitors, {k: EffectiveStatus() for k in monitors}, groups=groups)
 
     def add_synthetic(self, judge_loss: float) -> None:
         """Add one unaudited judge loss to the current block."""
@@ -142,8 +159,8 @@ class ModelState:
         block = self.block_sum / self.block_count if self.block_count else None
         self.block_sum = 0.0
         self.block_count = 0
-        for mon in self.monitors.values():
-            mon.update(human, judge, block)
+        for group in self.groups.values():
+            group.update(human, judge, block)
         self.counts["rounds"] += 1
         self.bias_sum += judge - human
 
@@ -163,7 +180,7 @@ class ModelState:
             "bias_sum": self.bias_sum,
             "pending_units": self.pending_units,
             "orphan_labels": self.orphan_labels,
-            "monitors": [[c, m, mon.to_state()] for (c, m), mon in self.monitors.items()],
+            "groups": [[c, g.to_state()] for c, g in self.groups.items()],
             "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
         }
@@ -171,7 +188,8 @@ class ModelState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelState:
         """Inverse of :meth:`to_dict`."""
-        monitors = {(str(c), str(m)): RiskMonitor.from_state(s) for c, m, s in d["monitors"]}
+        groups = {str(c): CertificateGroup.from_state(s) for c, s in d["groups"]}
+        monitors = {(c, m): g[m] for c, g in groups.items() for m in g.methods}
         effective = {(str(c), str(m)): EffectiveStatus.from_list(e) for c, m, e in d["effective"]}
         counts = {k: int(d["counts"][k]) for k in COUNT_KEYS}
         return cls(
@@ -184,6 +202,7 @@ class ModelState:
             float(d["bias_sum"]),
             int(d["pending_units"]),
             int(d["orphan_labels"]),
+            groups=groups,
         )
 
 

@@ -14,6 +14,7 @@ Submodule                      Public names
 :mod:`~.autoeval`              :class:`AutoEvalTest`, :func:`method_rhos`,
                                :func:`effective_observations`
 :mod:`~.risk`                  :class:`RiskMonitor`
+:mod:`~.risk_group`            :class:`CertificateGroup`
 :mod:`~.confseq`               :class:`HedgedConfidenceSequence`
 :mod:`~.multiplicity`          :func:`bonferroni_deltas`, :func:`fixed_sequence`, :func:`e_bh`
 :mod:`~.bernstein`             :class:`SequentialMean`
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from monitor.stats.partition import JudgeLossBins, LabelStrata, NearestNeighbourPartition
     from monitor.stats.pulse import SelectionBandit
     from monitor.stats.risk import RiskMonitor
+    from monitor.stats.risk_group import CertificateGroup
     from monitor.stats.selection_config import SelectionConfig
     from monitor.stats.stratppi import StratifiedPPIMean
 
@@ -70,6 +72,7 @@ __all__ = [
     "BestModelCertifier",
     "BetConfig",
     "BettingEProcess",
+    "CertificateGroup",
     "HedgedConfidenceSequence",
     "JudgeLossBins",
     "LabelStrata",
@@ -96,6 +99,7 @@ _SOURCE: Final = {
     "BestModelCertifier": "bestarm",
     "BetConfig": "bets",
     "BettingEProcess": "eprocess",
+    "CertificateGroup": "risk_group",
     "HedgedConfidenceSequence": "confseq",
     "JudgeLossBins": "partition",
     "LabelStrata": "partition",

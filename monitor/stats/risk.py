@@ -7,7 +7,7 @@ and, optionally, a hedged two-sided confidence sequence, all fed the same rounds
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -20,14 +20,25 @@ from monitor.stats.autoeval import (
 )
 from monitor.stats.bets import BetConfig
 
-if TYPE_CHECKING:
-    from monitor.stats.confseq import HedgedConfidenceSequence
-
 __all__ = ["RiskMonitor", "Status"]
 
 Status = Literal["pending", "certified", "violated"]
 _STATE_KIND = "certmon.RiskMonitor"
 _METHODS = ("r_eval", "r_autoeval", "r_autoeval_plus")
+
+
+class _Interval(Protocol):
+    """What a :class:`RiskMonitor` reads from its confidence sequence."""
+
+    @property
+    def lower(self) -> float: ...
+    @property
+    def upper(self) -> float: ...
+    @property
+    def valid(self) -> bool: ...
+    def update(self, human_loss: float, judge_loss: float,
+               block_mean: float | None) -> None: ...
+    def to_state(self) -> dict[str, Any]: ...
 
 
 def _level(name: str, v: object) -> float:
@@ -107,7 +118,7 @@ class RiskMonitor:
         self._certify = AutoEvalTest(self._alpha, self._tdelta, "certify", rhos, bet)
         self._violate = AutoEvalTest(self._alpha, self._tdelta, "violate", rhos, bet)
         self._twins = bet.rule == "wsr"
-        self._cs: HedgedConfidenceSequence | None = None
+        self._cs: _Interval | None = None
         if cs_grid is not None:
             from monitor.stats.confseq import HedgedConfidenceSequence
 
