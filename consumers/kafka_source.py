@@ -178,9 +178,19 @@ class KafkaRunner:
 
     # ------------------------------------------------------------------ rebalance callbacks
 
+    def _require_consumer(self) -> Any:
+        if self._consumer is None:
+            raise RuntimeError("the Kafka consumer is used before it was opened")
+        return self._consumer
+
+    def _require_store(self) -> CheckpointStore:
+        if self._store is None:
+            raise RuntimeError("the checkpoint store is used before it was opened")
+        return self._store
+
     def _on_assigned(self, assigned: Any) -> None:
-        consumer = self._consumer
-        assert consumer is not None and self._store is not None
+        consumer = self._require_consumer()
+        store = self._require_store()
         by_partition: dict[int, list[TopicPartition]] = {}
         for tp in assigned:
             by_partition.setdefault(tp.partition, []).append(tp)
@@ -188,7 +198,7 @@ class KafkaRunner:
             for p, tps in sorted(by_partition.items()):
                 worker = self._workers.get(p)
                 if worker is None:
-                    data = self._store.load(partition_key(self.events_topic, p))
+                    data = store.load(partition_key(self.events_topic, p))
                     worker = self._workers[p] = PartitionWorker.start(self.config, p, data)
                 for tp in tps:
                     if tp.topic in worker.offsets:
@@ -254,13 +264,13 @@ class KafkaRunner:
             return {}
         for sink in self._sinks.values():
             sink.flush()
-        assert self._store is not None
+        store = self._require_store()
         commits: dict[TopicPartition, int] = {}
         for w in due:
             t0 = time.monotonic()
             data = w.encode()
             try:
-                self._store.save(partition_key(self.events_topic, w.partition), data)
+                store.save(partition_key(self.events_topic, w.partition), data)
             except CertmonError:
                 if self.ops is not None:
                     self.ops.checkpoint_failed()
@@ -324,8 +334,7 @@ class KafkaRunner:
         while not stop.is_set():
             try:
                 self._open()
-                consumer = self._consumer
-                assert consumer is not None
+                consumer = self._require_consumer()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
                 backoff = 0.5
                 while not stop.is_set():

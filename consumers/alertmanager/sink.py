@@ -368,9 +368,9 @@ class AlertmanagerSink:
 
     def _prune(self, now: float) -> None:
         urls = [t.url for t in self._targets]
-        for key in [k for k, e in self._entries.items() if e.ends_at is not None]:
-            entry = self._entries[key]
-            assert entry.ends_at is not None
+        for key, entry in list(self._entries.items()):
+            if entry.ends_at is None:
+                continue
             delivered = all(entry.sent.get(u, (-1, 0.0))[0] == entry.version for u in urls)
             expired = entry.ends_at <= now and (delivered or now - entry.ends_at > self._retention)
             if expired:

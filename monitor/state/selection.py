@@ -300,7 +300,8 @@ class SelectionSuites:
         st = self.states.get(suite)
         if st is None:
             settings = self.settings_for(suite)
-            assert settings is not None
+            if settings is None:
+                raise KeyError(f"suite {suite!r} is not in selection mode")
             st = self.states[suite] = SelectionState(suite, settings)
         return st
 

@@ -386,7 +386,8 @@ def fit_knn_partition(
         radii.append(r)
         if best is None or r < best[0]:
             best = (r, k, lab)
-    assert best is not None
+    if best is None:
+        raise ValueError("fit_knn_partition needs at least one candidate number of strata")
     r, k, lab = best
     part = NearestNeighbourPartition(s_arr[train], lab, k)
     return KnnFit(part, lab[nn_pool], lab[nn_s], r, tuple(radii))

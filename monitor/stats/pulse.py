@@ -337,26 +337,37 @@ class SelectionBandit:
                 self._refit()
 
     def _naive_row(self, i: int) -> None:
-        assert self._pred is not None
-        self._naive[i] = self._aipw.naive_estimate(i, self._pred[i])
+        pred = self._require_pred()
+        self._naive[i] = self._aipw.naive_estimate(i, pred[i])
 
     def _predict_rows(self, rows: list[int]) -> None:
-        assert self._lr is not None and self._pred is not None
-        u = self._lr.model_factors
-        v = self._lr.example_factors
+        lr = self._require_lr()
+        pred = self._require_pred()
+        u = lr.model_factors
+        v = lr.example_factors
         for i in rows:
-            self._pred[i] = sigmoid(v @ u[i])
+            pred[i] = sigmoid(v @ u[i])
             self._naive_row(i)
 
+    def _require_lr(self) -> LogisticLowRank:
+        if self._lr is None:
+            raise RuntimeError(f"selection method {self._cfg.method!r} has no low-rank model")
+        return self._lr
+
+    def _require_pred(self) -> np.ndarray:
+        if self._pred is None:
+            raise RuntimeError("predictions are used before the first refit")
+        return self._pred
+
     def _initial_refit(self) -> None:
-        assert self._lr is not None
+        self._require_lr()
         self._pred = np.zeros((self._m, self._n))
         self._refit()
 
     def _refit(self) -> None:
-        assert self._lr is not None
+        lr = self._require_lr()
         rows = sorted(self._dirty)
-        cost = self._lr.refit(self._aipw.observed_scores, self._aipw.mask, rows=rows)
+        cost = lr.refit(self._aipw.observed_scores, self._aipw.mask, rows=rows)
         self._cost = self._cost + cost
         self._refits += 1
         self._dirty.clear()
