@@ -12,7 +12,7 @@ EXPECTED = {
     "effective_observations", "HedgedConfidenceSequence", "bonferroni_deltas", "fixed_sequence",
     "e_bh", "SequentialMean", "StratifiedCertifiedMean", "StratifiedPPIMean", "LabelStrata",
     "JudgeLossBins", "NearestNeighbourPartition", "audit_rates", "LogisticLowRank",
-    "AIPWEstimator", "BestModelCertifier", "SelectionBandit", "SelectionConfig",
+    "AIPWEstimator", "BestModelCertifier", "SelectionBandit", "SelectionConfig", "CertificateGroup",
 }
 
 
