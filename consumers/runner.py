@@ -231,38 +231,47 @@ class Runner:
         self.ready = True
         if metrics is not None:
             metrics.set_up(True)
+        on_alert = self.on_alert
+        store = self.store
+        every_events = self.every_events
+        sync_every = self.SYNC_EVERY
+        perf_counter = time.perf_counter
         try:
             for raw in source:
                 if self._viewers:
                     self._yield_to_viewers()
-                timed = metrics is not None and n % 64 == 0
-                t0 = time.perf_counter() if timed else 0.0
-                with lock:
-                    res = process(raw)
-                if timed and metrics is not None:
-                    metrics.observe_event(time.perf_counter() - t0)
+                if metrics is not None and n % 64 == 0:  # latency of every 64th event
+                    t0 = perf_counter()
+                    with lock:
+                        res = process(raw)
+                    metrics.observe_event(perf_counter() - t0)
+                else:
+                    with lock:
+                        res = process(raw)
                 if res.rejection is not None:
                     out.dead_letters.emit(
                         dead_letter_record(res.rejection, raw, source.last_event_source())
                     )
-                for req in res.requests:
-                    emit_request(req)
-                for alert in res.alerts:
-                    emit_alert(alert)
-                    if self.on_alert is not None:
-                        self.on_alert(alert)
+                if res.requests:
+                    for req in res.requests:
+                        emit_request(req)
+                if res.alerts:
+                    for alert in res.alerts:
+                        emit_alert(alert)
+                        if on_alert is not None:
+                            on_alert(alert)
                 n += 1
                 self._since_ckpt += 1
-                if n % self.SYNC_EVERY == 0:
+                if n % sync_every == 0:
                     self._sync_metrics()
                     now = self._clock()
                     if self.rate_limit is not None:
                         ahead = n / self.rate_limit - (now - t_start)
                         if ahead > 0:
                             stop.wait(ahead)
-                    if self.store is not None and now - self._last_ckpt >= self.every_seconds:
+                    if store is not None and now - self._last_ckpt >= self.every_seconds:
                         self._checkpoint(source)
-                if self.store is not None and self._since_ckpt >= self.every_events:
+                if store is not None and self._since_ckpt >= every_events:
                     self._checkpoint(source)
                 if stop.is_set():
                     break

@@ -180,17 +180,21 @@ class Engine:
                 return res
             self.unrouted += 1
             return res
-        dup = suite.handle(ev, res.alerts, res.requests)
+        alerts = res.alerts
+        requests = res.requests
+        dup = suite.handle(ev, alerts, requests)
         if dup is not None:
             if dup == "unrouted":
                 self.unrouted += 1
             else:
                 self.duplicates[dup] += 1
                 res.duplicate = dup
-        if res.requests:
-            self.label_requests += len(res.requests)
-        for a in res.alerts:
-            self.alerts[a["kind"]] += 1
+        if requests:
+            self.label_requests += len(requests)
+        if alerts:
+            counts = self.alerts
+            for a in alerts:
+                counts[a["kind"]] += 1
         return res
 
     def _reject(self, rej: Rejection, raw: bytes, position: Position | None) -> ProcessResult:

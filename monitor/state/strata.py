@@ -64,7 +64,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monitor.alerts import Alert, label_request, make_alert
-from monitor.audit import audit_uniform
 from monitor.stats.allocation import audit_rates
 from monitor.stats.cereval import StratifiedCertifiedMean
 from monitor.stats.partition import OTHER, JudgeLossBins, LabelStrata
@@ -353,8 +352,7 @@ def strata_judge(
     requests: list[dict[str, Any]],
 ) -> None:
     """Judge-event path of a model with strata (``human_first``: a label that came first)."""
-    u = 1.0 if ev.audit is not None else audit_uniform(
-        suite.config.audit_salt, suite.name, ev.model, ev.example_id)
+    u = 1.0 if ev.audit is not None else suite.audit_u(ev.model, ev.example_id)
     k, sample = strata.judge(ev.stratum, ev.loss, ev.audit, u)
     if sample != UNIFORM:
         # unaudited for the betting certificates: the synthetic block (top-up units included)

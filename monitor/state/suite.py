@@ -63,7 +63,7 @@ import math
 from typing import Any
 
 from monitor.alerts import Alert, label_request, make_alert
-from monitor.audit import audit_uniform
+from monitor.audit import audit_prefix, audit_uniform_prefixed
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.expiring import ExpiringMap
@@ -99,6 +99,10 @@ class SuiteState:
         self._rate = c.audit_rate
         self._bind()
         self._salt = c.audit_salt
+        # Per-model constants of the hot path (pure functions of the name, never stale):
+        self._audit_prefix: dict[str, Any] = {}  # model -> sha256 state of salt|suite|model|
+        self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
+        self._label_requests = c.label_requests
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
         self._strata = (StrataSpec.from_suite(c, self.threshold_delta)
                         if StrataSpec.enabled(c) else None)
@@ -149,6 +153,13 @@ class SuiteState:
                 self._refresh(None, ts, alerts)
         return m
 
+    def audit_u(self, model: str, example_id: str) -> float:
+        """Return the unit's :func:`monitor.audit.audit_uniform` (prefix cached per model)."""
+        prefix = self._audit_prefix.get(model)
+        if prefix is None:
+            prefix = self._audit_prefix[model] = audit_prefix(self._salt, self.name, model)
+        return audit_uniform_prefixed(prefix, example_id)
+
     # ------------------------------------------------------------------ events
     def handle(self, ev: Event, alerts: list[Alert], requests: list[dict[str, Any]]) -> str | None:
         """Process one validated event of this suite.
@@ -169,9 +180,14 @@ class SuiteState:
             model.counts["duplicates"] += 1
             return "event_id"
         model_name = ev.model
-        key = f"{len(model_name)}:{model_name}{ev.example_id}"
+        kp = self._key_prefix.get(model_name)
+        if kp is None:
+            p = f"{len(model_name)}:{model_name}"
+            kp = self._key_prefix[model_name] = (p, "j" + p, "l" + p)
+        example_id = ev.example_id
+        key = kp[0] + example_id  # the unit key f"{len(model)}:{model}{example_id}"
         is_judge = ev.type == "judge"
-        ukey = ("j" if is_judge else "l") + key
+        ukey = (kp[1] if is_judge else kp[2]) + example_id  # "j"/"l" + key
         units = self.units
         if ukey in units or key in self._rounded_d or key in (
             self._pending_d if is_judge else self._orphans_d
@@ -188,9 +204,9 @@ class SuiteState:
             self._due = tick + self._min_ttl
         ids[eid] = (tick, ukey)
         units.add(ukey)
-        if len(ids) > self._max_ids:
-            for _, old in self.ids.put(eid, tick, ukey):
-                units.discard(old)
+        max_ids = self._max_ids
+        while len(ids) > max_ids:  # ExpiringMap.put's count bound, inlined
+            units.discard(ids.popitem(last=False)[1][1])
         if is_judge:
             self._judge(ev, model, key, tick, alerts, requests)
         else:
@@ -220,9 +236,16 @@ class SuiteState:
         else:
             rate = self._rate
             by_hash = True
-            audited = rate >= 1.0 or (
-                rate > 0.0 and audit_uniform(self._salt, self.name, ev.model, ev.example_id) < rate
-            )
+            if rate >= 1.0:
+                audited = True
+            elif rate > 0.0:  # self.audit_u, inlined
+                prefix = self._audit_prefix.get(ev.model)
+                if prefix is None:
+                    prefix = self._audit_prefix[ev.model] = audit_prefix(
+                        self._salt, self.name, ev.model)
+                audited = audit_uniform_prefixed(prefix, ev.example_id) < rate
+            else:
+                audited = False
         if not audited:
             # the synthetic block (ModelState.add_synthetic, inlined on the hot path)
             model.block_sum += ev.loss
@@ -236,7 +259,7 @@ class SuiteState:
         model.pending_units += 1
         for _, p in self.pending.put(key, tick, [ev.model, ev.loss, ev.event_id, ev.stratum]):
             self._expired_pending(p)
-        if by_hash and self.config.label_requests:
+        if by_hash and self._label_requests:
             requests.append(
                 label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts, ev.stratum)
             )
@@ -310,7 +333,9 @@ class SuiteState:
     def _refresh(self, model: ModelState | None, ts: float, alerts: list[Alert]) -> None:
         family = self._family_rule or model is None
         members = self.ordered_models() if family or model is None else [model]
-        targets = target_statuses(self.config.multiplicity, members, self._certs, self.family_size)
+        # family_size only matters to the family rules (e-BH padding); skip it per round
+        size = self.family_size if self._family_rule else 0
+        targets = target_statuses(self.config.multiplicity, members, self._certs, size)
         for (mname, cert, meth), new in targets.items():
             m = self.models[mname]
             eff = m.effective[(cert, meth)]
