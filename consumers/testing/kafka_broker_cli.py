@@ -5,7 +5,11 @@ itself is :class:`consumers.testing.kafka_broker.KafkaBroker`.
 
 Examples
 --------
->>> main(["--help"])  # doctest: +SKIP
+>>> import contextlib, io
+>>> with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):
+...     main(["--help"])
+>>> "start" in out.getvalue() and "status" in out.getvalue()
+True
 """
 
 from __future__ import annotations
