@@ -461,3 +461,19 @@ def test_duplicates_and_unrouted_do_not_move_event_time() -> None:
     eng.process(ev("judge", "u", "x8", ts=1e9, model="zz", audit=False))  # unrouted model
     assert eng.suites["qa"].watermark == 0.0
     assert model_view(eng)["pending_units"] == 1
+
+
+def test_fixed_sequence_tests_every_certificate_at_the_family_delta() -> None:
+    # Two certificates with different deltas: the fixed sequence spends the family's delta
+    # (the smallest), so the loose certificate must not be certified at its own 0.3.
+    certs = [
+        {"name": "loose", "alpha": 0.3, "delta": 0.3, "methods": ["r_eval"], "cs_grid": 40},
+        {"name": "strict", "alpha": 0.3, "delta": 0.05, "methods": ["r_eval"], "cs_grid": 40},
+    ]
+    eng = Engine(make_config(certs, models=["m"], multiplicity="fixed_sequence"))
+    alerts = run(eng, certify_stream("m", 4, 0.0))
+    view = model_view(eng)["certificates"]
+    for name in ("loose", "strict"):
+        assert view[name]["methods"]["r_eval"]["log_threshold"] == pytest.approx(math.log(1 / 0.05))
+    for a in alerts:
+        assert a["evidence"]["log_e_value"] >= math.log(1 / 0.05)

@@ -7,7 +7,7 @@
 - ``fixed_sequence``: the family is ordered (models in the configured order, or in
   first-seen order when a glob is used; certificates in configured order). Member ``k``
   is *certified* only when its monitor has crossed (sticky) and every earlier member is
-  certified; each test runs at the full ``delta``.
+  certified; each test runs at the full family ``delta`` (no split).
 - ``e_bh``: member ``k`` is *certified* when e-BH at level ``delta`` (FDR) selects its
   *current* certify e-value among the family (padded to ``family_size`` members with
   e-value 0 for members not seen yet). This is evaluated after every round, so a
@@ -15,8 +15,8 @@
   e-values move.
 
 For ``fixed_sequence`` and ``e_bh`` the family rule covers the *certified* claims;
-*violated* keeps each monitor's own level ``delta`` (a violation claim is reported per
-test). ``delta`` for the family is the smallest ``delta`` of the suite's certificates.
+*violated* is reported per test. ``delta`` for the family is the smallest ``delta`` of the
+suite's certificates; under ``fixed_sequence`` every monitor runs at that level (both sides).
 Every method is a separate family (alerts use the certificate's primary method).
 
 Examples

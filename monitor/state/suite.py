@@ -127,9 +127,17 @@ class SuiteState:
 
     # ------------------------------------------------------------------ routing
     def threshold_delta(self, cert: CertificateConfig) -> float:
-        """Level used by the monitors (``delta / family_size`` under Bonferroni)."""
-        if self.config.multiplicity == "bonferroni":
+        """Level used by the monitors.
+
+        ``delta / family_size`` under Bonferroni; under fixed-sequence testing every test spends
+        the family's level, the smallest ``delta`` of the suite's certificates (testing a
+        certificate at its own larger ``delta`` would let the family's error exceed it).
+        """
+        rule = self.config.multiplicity
+        if rule == "bonferroni":
             return cert.delta / self.config.effective_family_size
+        if rule == "fixed_sequence":
+            return min(c.delta for c in self._certs)
         return cert.delta
 
     @property
