@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -147,6 +148,29 @@ class FileSource:
             if stop():
                 return
 
+    def _check_not_replaced(self, fh: IO[bytes]) -> None:
+        """Refuse to go on when the followed file was truncated or replaced (e.g. rotated).
+
+        Reading on would skip or misframe the new file's first bytes: stop with a clear error
+        instead, so nothing is silently lost (restart on the new file with a fresh checkpoint
+        directory, or give each rotated file its own run).
+        """
+        if fh is sys.stdin.buffer:
+            return
+        held = os.fstat(fh.fileno())
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            now = None
+        if held.st_size < self.offset or now is None or (now.st_dev, now.st_ino) != (
+            held.st_dev,
+            held.st_ino,
+        ):
+            raise SourceError(
+                f"input {self.path} was truncated or replaced while being followed (read up to "
+                f"byte {self.offset}): refusing to skip or misread the new content"
+            )
+
     def _follow(self, fh: IO[bytes]) -> Iterator[bytes]:
         stop = self._stop
         while not stop():
@@ -154,6 +178,7 @@ class FileSource:
             if not line or not line.endswith(b"\n"):
                 if line:
                     fh.seek(self.offset)
+                self._check_not_replaced(fh)
                 if self.on_idle is not None:
                     self.on_idle()
                 time.sleep(self.poll_seconds)

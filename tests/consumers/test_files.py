@@ -69,3 +69,36 @@ def test_follow_waits_for_complete_lines(tmp_path: Path) -> None:
     t.join(5)
     assert got == [b'{"a": 1}', b'{"b": 2}', b'{"c": 3}']
     assert src.position()["offset"] == p.stat().st_size
+
+
+@pytest.mark.parametrize("change", ["truncate", "replace"])
+def test_follow_refuses_a_truncated_or_replaced_file(tmp_path: Path, change: str) -> None:
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(b'{"n": 1}\n{"n": 2}\n{"n": 3}\n')
+    stop = threading.Event()
+    src = FileSource(str(p), follow=True, poll_seconds=0.01, should_stop=stop.is_set)
+    got: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            for raw in src:
+                got.append(raw)
+        except SourceError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    deadline = time.monotonic() + 5
+    while len(got) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if change == "truncate":
+        p.write_bytes(b'{"n": 4}\n')  # in place: same inode, smaller than what was read
+    else:
+        (tmp_path / "new.jsonl").write_bytes(b'{"n": 4}\n{"n": 5}\n{"n": 6}\n{"n": 7}\n')
+        (tmp_path / "new.jsonl").replace(p)  # rotation: a new inode at the same path
+    t.join(5)
+    stop.set()
+    t.join(5)
+    assert got == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']  # nothing from the new file slipped in
+    assert errors and "truncated or replaced" in str(errors[0])
