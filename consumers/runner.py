@@ -303,7 +303,8 @@ class Runner:
             time.sleep(0.0005)
 
     def _checkpoint(self, source: EventSource) -> None:
-        assert self.store is not None
+        if self.store is None:
+            raise RuntimeError("checkpoint requested but no checkpoint store is configured")
         t0 = time.perf_counter()
         try:
             self.outputs.flush()

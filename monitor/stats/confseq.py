@@ -257,9 +257,11 @@ class HedgedConfidenceSequence:
         caps = self._caps[k]
         if self._up is None:
             lam = self.next_bets
-            assert lam is not None
+            if lam is None:
+                raise RuntimeError("WSR confidence sequence without bets")
             return np.asarray(np.minimum(lam[:, None], caps), dtype=np.float64)
-        assert self._up_logw is not None
+        if self._up_logw is None:
+            raise RuntimeError("UP confidence sequence without its prior weights")
         logw = np.broadcast_to(self._up_logw, (*caps.shape, self._up.size)).copy()
         first, last = self.tracked
         logw[:, first - 1 : last] += self._log_wealth[k]

@@ -145,7 +145,8 @@ def update_log_wealth(
         scratch = (np.empty_like(log_wealth), np.empty_like(log_wealth))
     a, b = scratch
     if up_fractions is None:
-        assert lam is not None
+        if lam is None:
+            raise ValueError("WSR grid update needs the bets `lam` (or `up_fractions` for UP)")
         np.subtract(q[:, None], grid[None, :], out=a[1])  # x = q - m
         np.negative(a[1], out=a[0])  # upper test: -x
         np.minimum(lam[None, :, None], caps, out=b)  # capped bets
