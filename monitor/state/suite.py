@@ -68,8 +68,9 @@ from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.expiring import ExpiringMap
 from monitor.state.family import target_statuses
-from monitor.state.model import ModelState, finite_or_none
+from monitor.state.model import ModelState
 from monitor.state.strata import StrataSpec, StrataState, strata_judge, strata_label
+from monitor.state.views import alert_evidence, model_view
 
 __all__ = ["SuiteState"]
 
@@ -369,27 +370,8 @@ class SuiteState:
             for kind in kinds:
                 alerts.append(
                     make_alert(kind, self.name, mname, cert, meth, rounds, ts,
-                               self._evidence(m, cert, meth, kind))
+                               alert_evidence(m, cert, meth, kind, self.config.multiplicity))
                 )
-
-    def _evidence(self, m: ModelState, cert: str, meth: str, kind: str) -> dict[str, Any]:
-        mon = m.monitors[(cert, meth)]
-        log_e = mon.log_e_certify if kind == "certified" else mon.log_e_violate
-        return {
-            "log_e_value": finite_or_none(log_e),
-            "log_threshold": finite_or_none(mon.log_threshold),
-            "rounds": mon.rounds,
-            "cs_lower": finite_or_none(mon.cs_lower),
-            "cs_upper": finite_or_none(mon.cs_upper),
-            "rho_weights": [float(w) for w in mon.rho_weights],
-            "rhos": [float(r) for r in mon.rhos],
-            "risk_estimate": finite_or_none(mon.risk_estimate),
-            "judge_bias": m.judge_bias,
-            "alpha": mon.alpha,
-            "delta": mon.delta,
-            "threshold_delta": mon.threshold_delta,
-            "multiplicity": self.config.multiplicity,
-        }
 
     # ------------------------------------------------------------------ views
     def view(self) -> dict[str, Any]:
@@ -397,41 +379,7 @@ class SuiteState:
         return {
             "multiplicity": self.config.multiplicity,
             "family_size": self.family_size,
-            "models": {name: self._model_view(m) for name, m in self.models.items()},
-        }
-
-    def _model_view(self, m: ModelState) -> dict[str, Any]:
-        certs: dict[str, Any] = {}
-        for c in self._certs:
-            methods: dict[str, Any] = {}
-            for meth in c.methods:
-                mon = m.monitors[(c.name, meth)]
-                eff = m.effective[(c.name, meth)]
-                methods[meth] = {
-                    "rounds": mon.rounds,
-                    "log_e_certify": finite_or_none(mon.log_e_certify),
-                    "log_e_violate": finite_or_none(mon.log_e_violate),
-                    "cs_lower": finite_or_none(mon.cs_lower),
-                    "cs_upper": finite_or_none(mon.cs_upper),
-                    "status": eff.status,
-                    "certified_at_round": eff.certified_at_round,
-                    "violated_at_round": eff.violated_at_round,
-                    "risk_estimate": finite_or_none(mon.risk_estimate),
-                    "log_threshold": finite_or_none(mon.log_threshold),
-                    "rho_weights": [float(w) for w in mon.rho_weights],
-                    "rhos": [float(r) for r in mon.rhos],
-                    "cs_valid": bool(mon.cs_valid),
-                    "status_changed_ts": eff.changed_ts,
-                    "primary": meth == c.primary_method,
-                }
-            certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods}
-        return {
-            "counts": dict(m.counts),
-            "judge_bias": m.judge_bias,
-            "pending_units": m.pending_units,
-            "orphan_labels": m.orphan_labels,
-            "certificates": certs,
-            **({} if m.strata is None else {"strata": m.strata.view()}),
+            "models": {name: model_view(m, self._certs) for name, m in self.models.items()},
         }
 
     # ------------------------------------------------------------------ snapshot
