@@ -15,9 +15,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.bets import BetConfig, up_grid, wsr_scale
+from monitor.stats.bets import BetConfig, up_grid
 from monitor.stats.grid_wealth import (
+    apply_wsr_bets,
     bet_caps,
+    fold_wsr_sums,
     grid_points,
     hull_edges,
     log_mixture,
@@ -294,26 +296,12 @@ class HedgedConfidenceSequence:
         lw = self._log_wealth
         sa, sb = self._win_scratch
         if self._up is None:
-            # update_log_wealth's WSR branch, inlined (same operations on the same buffers)
-            k = wsr_scale(self._log_thr, t, self._bet.horizon)
-            lam = np.array([math.sqrt(k / ((v0 + d) / t))
-                            for v0, d in zip(self._var0_l, self._dev, strict=True)])
-            np.subtract(np.array(q)[:, None], self._win_grid, out=sa[1])  # x = q - m
-            np.negative(sa[1], out=sa[0])  # upper test: -x
-            np.minimum(lam[:, None], self._win_caps, out=sb)  # capped bets
-            np.multiply(sb, sa, out=sa)
-            np.log1p(sa, out=sa)
-            lw += sa
+            apply_wsr_bets(lw, q, t, self._log_thr, self._bet.horizon, self._var0_l, self._dev,
+                           self._win_grid, self._win_caps, (sa, sb))
         else:
             update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
                               (sa, sb))
-        # wsr_stats_update in Python floats (eq. 21): same operations, same order
-        tot = [a + x for a, x in zip(self._total, q, strict=True)]
-        dev = []
-        for x, m0, tt, d in zip(q, self._mu0_l, tot, self._dev, strict=True):
-            e = x - (m0 + tt) / (t + 1)
-            dev.append(d + e * e)
-        self._total, self._dev = tot, dev
+        self._total, self._dev = fold_wsr_sums(q, t, self._mu0_l, self._total, self._dev)
         if not self._may_reject(lw):
             return  # no tracked point can be rejected this round: the bounds stay put
         first = self._first

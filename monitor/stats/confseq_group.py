@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.bets import BetConfig, up_grid, wsr_scale
+from monitor.stats.bets import BetConfig, up_grid
 from monitor.stats.grid_wealth import (
+    apply_wsr_bets,
     bet_caps,
+    fold_wsr_sums,
     grid_points,
     hull_edges,
     log_mixture,
@@ -257,25 +259,13 @@ class SharedGridWealth:
         t = self.rounds
         lw = self.log_wealth
         sa, sb = self._win_scratch
-        if self._up is None:  # HedgedConfidenceSequence.update's WSR branch, same operations
-            k = wsr_scale(self.log_threshold, t, self.bet.horizon)
-            lam = np.array([math.sqrt(k / ((v0 + d) / t))
-                            for v0, d in zip(self._var0_l, self.dev, strict=True)])
-            np.subtract(np.array(q)[:, None], self._win_grid, out=sa[1])
-            np.negative(sa[1], out=sa[0])
-            np.minimum(lam[:, None], self._win_caps, out=sb)
-            np.multiply(sb, sa, out=sa)
-            np.log1p(sa, out=sa)
-            lw += sa
+        if self._up is None:
+            apply_wsr_bets(lw, q, t, self.log_threshold, self.bet.horizon, self._var0_l, self.dev,
+                           self._win_grid, self._win_caps, (sa, sb))
         else:
             update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
                               (sa, sb))
-        tot = [a + x for a, x in zip(self.total, q, strict=True)]
-        dev = []
-        for x, m0, tt, d in zip(q, self._mu0_l, tot, self.dev, strict=True):
-            e = x - (m0 + tt) / (t + 1)
-            dev.append(d + e * e)
-        self.total, self.dev = tot, dev
+        self.total, self.dev = fold_wsr_sums(q, t, self._mu0_l, self.total, self.dev)
         for m in live:
             m.check(lw, self.first)
         self._shrink()

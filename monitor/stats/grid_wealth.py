@@ -105,6 +105,61 @@ def wsr_bets(
     return np.asarray(np.sqrt(wsr_scale(log_inv_delta, t, horizon) / sigma2), dtype=np.float64)
 
 
+def apply_wsr_bets(
+    log_wealth: FloatArray,
+    q: list[float],
+    t: int,
+    log_inv_delta: float,
+    horizon: int | None,
+    var0: list[float],
+    dev: list[float],
+    grid: FloatArray,
+    caps: FloatArray,
+    scratch: tuple[FloatArray, FloatArray],
+) -> None:
+    """Multiply ``log_wealth`` (in place) by round ``t``'s capped WSR factors.
+
+    Fast path shared by the confidence sequence and the certificate group: bets
+    ``sqrt(K_t / sigma_{t-1}^2)`` from rounds ``1..t-1`` (``dev``), capped per grid point — the
+    same operations, in the same order, as :func:`wsr_bets` then :func:`update_log_wealth`.
+
+    Examples
+    --------
+    >>> lw = np.zeros((2, 1, 1)); scratch = (np.empty_like(lw), np.empty_like(lw))
+    >>> apply_wsr_bets(lw, [0.0], 1, math.log(4.0), None, [0.25], [0.0], np.array([0.5]),
+    ...                np.ones((2, 1, 1)), scratch)
+    >>> lw.ravel().round(6).tolist()   # bet 4 capped at 1: factors 1.5 and 0.5
+    [0.405465, -0.693147]
+    """
+    sa, sb = scratch
+    k = wsr_scale(log_inv_delta, t, horizon)
+    lam = np.array([math.sqrt(k / ((v0 + d) / t)) for v0, d in zip(var0, dev, strict=True)])
+    np.subtract(np.array(q)[:, None], grid, out=sa[1])  # x = q - m
+    np.negative(sa[1], out=sa[0])  # upper test: -x
+    np.minimum(lam[:, None], caps, out=sb)  # capped bets
+    np.multiply(sb, sa, out=sa)
+    np.log1p(sa, out=sa)
+    log_wealth += sa
+
+
+def fold_wsr_sums(
+    q: list[float], t: int, mu0: list[float], total: list[float], dev: list[float]
+) -> tuple[list[float], list[float]]:
+    """:func:`wsr_stats_update` in Python floats for round ``t``: the new ``(total, dev)``.
+
+    Examples
+    --------
+    >>> fold_wsr_sums([0.0], 1, [0.5], [0.0], [0.0])   # mu_1 = 0.25, dev = 0.0625
+    ([0.0], [0.0625])
+    """
+    new_total = [a + x for a, x in zip(total, q, strict=True)]
+    new_dev = []
+    for x, m0, tt, d in zip(q, mu0, new_total, dev, strict=True):
+        e = x - (m0 + tt) / (t + 1)
+        new_dev.append(d + e * e)
+    return new_total, new_dev
+
+
 def update_log_wealth(
     log_wealth: FloatArray,
     q: FloatArray,
