@@ -46,9 +46,9 @@ cs_grid = 200
 max_bytes = 4096
 """
 
-CONFIG_TEMPLATE = (
-    BASE_CONFIG
-    + """
+# The Kafka-source sections of a certmon config (metrics, sinks, source, kafka), shared by
+# every Kafka integration test.
+KAFKA_SECTIONS = """
 [metrics]
 enabled = {metrics}
 host = "127.0.0.1"
@@ -69,7 +69,7 @@ checkpoint_store = "kafka"
 checkpoint_every_records = {every}
 checkpoint_every_seconds = {every_seconds}
 batch_size = 500
-poll_timeout_ms = 200
+poll_timeout_ms = {poll_ms}
 session_timeout_ms = 6000
 heartbeat_interval_ms = 500
 events_partitions = {partitions}
@@ -84,7 +84,8 @@ dead_letters = "{prefix}.dead-letters.v1"
 checkpoints = "{prefix}.checkpoints.v1"
 {extra_topics}
 """
-)
+
+CONFIG_TEMPLATE = BASE_CONFIG + KAFKA_SECTIONS
 
 
 def make_events(n_units: int, n_suites: int = 6, seed: int = 0) -> list[tuple[str, bytes]]:
@@ -137,7 +138,7 @@ class KafkaSetup:
         self.config_path.write_text(
             CONFIG_TEMPLATE.format(
                 bs=self.bootstrap, prefix=self.prefix, every=self.every,
-                every_seconds=self.every_seconds, partitions=self.partitions,
+                every_seconds=self.every_seconds, partitions=self.partitions, poll_ms=200,
                 metrics="true" if self.metrics else "false",
                 extra_topics=(
                     f'judge = "{self.prefix}.judge-scores.v1"\n'

@@ -30,11 +30,11 @@ from consumers.selection_cli import run_embedded, synthetic_worker
 from monitor.config import load_config
 from monitor.selection import KICKOFF_EXAMPLE_ID, synthetic_benchmark
 from tests.kafka.conftest import BrokerInfo
-from tests.kafka.kafka_harness import _CLI, REPO, Consumer
+from tests.kafka.kafka_harness import _CLI, KAFKA_SECTIONS, REPO, Consumer
 
 pytestmark = pytest.mark.kafka
 
-CONFIG = """
+SUITE = """
 [[suites]]
 name = "bench"
 mode = "selection"
@@ -47,37 +47,6 @@ max_outstanding = 4
 refit_every = 5
 seed = 0
 
-[metrics]
-enabled = false
-
-[sinks]
-alerts = "kafka"
-requests = "kafka"
-dead_letters = "kafka"
-
-[source]
-kind = "kafka"
-
-[kafka]
-bootstrap_servers = "{bs}"
-group_id = "{prefix}-group"
-checkpoint_store = "kafka"
-checkpoint_every_records = 500
-checkpoint_every_seconds = 1.0
-batch_size = 500
-poll_timeout_ms = 50
-session_timeout_ms = 6000
-heartbeat_interval_ms = 500
-events_partitions = 3
-retry_backoff_max_seconds = 2.0
-bootstrap_timeout_ms = 3000
-
-[kafka.topics]
-events = "{prefix}.eval-events.v1"
-alerts = "{prefix}.alerts.v1"
-requests = "{prefix}.requests.v1"
-dead_letters = "{prefix}.dead-letters.v1"
-checkpoints = "{prefix}.checkpoints.v1"
 """
 
 
@@ -108,8 +77,10 @@ def test_selection_loop_over_kafka_certifies_the_true_best_model(
     names = [f"m{i}" for i in range(8)]
     cfg_path = tmp_path / "certmon.toml"
     cfg_path.write_text(
-        CONFIG.format(
-            models=json.dumps(names), history=tmp_path / "history.npy", bs=bs, prefix=topic_prefix
+        (SUITE + KAFKA_SECTIONS).format(
+            models=json.dumps(names), history=tmp_path / "history.npy", bs=bs, prefix=topic_prefix,
+            metrics="false", every=500, every_seconds=1.0, partitions=3, poll_ms=50,
+            extra_topics="",
         )
     )
     config = load_config(cfg_path)
