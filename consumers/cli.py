@@ -104,6 +104,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         runner.run(source)
     finally:
+        source.close()
         restore_signals()
         ticker.stop()
         outputs.close()
@@ -187,6 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         runner.run(source)
     finally:
+        source.close()
         restore_signals()
         outputs.close()
         if server is not None:

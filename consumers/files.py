@@ -5,9 +5,10 @@ offset of the next line to read and the number of lines consumed so far. A check
 stores it; :class:`FileSource` resumes there (a file by seeking; stdin by reading and
 discarding ``offset`` bytes, which assumes the same stream is piped in again).
 
-Blank lines are skipped (they still advance the position). Trailing ``\r\n`` / ``\n``
-are stripped. Without ``follow`` a final line without newline is an event; with
-``follow`` (``tail -f``) it is held back until its newline arrives.
+:meth:`FileSource.read` returns the events in batches (the runner's fast path); iterating
+yields them one at a time. Blank lines are skipped (they still advance the position).
+Trailing ``\r\n`` / ``\n`` are stripped. Without ``follow`` a final line without newline
+is an event; with ``follow`` (``tail -f``) it is held back until its newline arrives.
 
 Examples
 --------
@@ -29,6 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,7 +41,7 @@ __all__ = ["FileSource"]
 
 
 class FileSource:
-    """Iterate over the raw lines of a JSONL file (or ``"-"`` for stdin).
+    """Read the raw lines of a JSONL file (or ``"-"`` for stdin), in batches.
 
     Parameters
     ----------
@@ -52,14 +54,15 @@ class FileSource:
     poll_seconds : float
         Sleep between polls when following.
     should_stop : callable, optional
-        Checked between lines and while waiting; True ends the iteration.
+        Checked between reads and while waiting; True ends the input.
     on_idle : callable, optional
         Called before each sleep while following (the runner flushes and checkpoints).
 
     Notes
     -----
-    After each yielded line, :meth:`position` is the position *after* that line, so a
-    checkpoint taken right after processing it resumes with the next line.
+    After each :meth:`read` (or each event iterated), :meth:`position` is the position
+    *after* the events returned, so a checkpoint taken right after processing them resumes
+    with the next line.
     """
 
     def __init__(
@@ -74,7 +77,6 @@ class FileSource:
         self.path = path
         self.offset = 0
         self.line = 0
-        self.last_offset = 0
         if start:
             try:
                 self.offset = int(start["offset"])
@@ -87,14 +89,95 @@ class FileSource:
         self.poll_seconds = poll_seconds
         self._stop = should_stop or (lambda: False)
         self.on_idle = on_idle
+        self._fh: IO[bytes] | None = None
+        self._done = False
+        # the last read: its raw lines, its events, and the position before it
+        self._lines: list[bytes] = []
+        self._events: list[bytes] = []
+        self._batch_offset = self.offset
+        self._batch_line = self.line
 
     def position(self) -> Position:
         """Position after the last line read (what a checkpoint stores)."""
         return {"kind": "file", "path": self.path, "offset": self.offset, "line": self.line}
 
     def last_event_source(self) -> dict[str, Any]:
-        """Where the last yielded line came from (for dead-letter records)."""
-        return {"kind": "file", "path": self.path, "offset": self.last_offset, "line": self.line}
+        """Where the last event read came from (for dead-letter records)."""
+        return self.event_source(len(self._events) - 1)
+
+    def event_source(self, index: int) -> dict[str, Any]:
+        r"""Where event ``index`` of the last :meth:`read` came from (byte offset and line).
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "ev.jsonl"
+        >>> _ = p.write_bytes(b'{"a": 1}\n\n{"b": 2}\n')
+        >>> src = FileSource(str(p))
+        >>> src.read(10), src.event_source(1)["offset"], src.event_source(1)["line"]
+        ([b'{"a": 1}', b'{"b": 2}'], 10, 3)
+        """
+        if not 0 <= index < len(self._events):
+            raise IndexError(f"no event {index} in the last read ({len(self._events)} events)")
+        offset, line = self._batch_offset, self._batch_line
+        seen = -1
+        for raw in self._lines:  # only for dead letters: a walk over the batch is cheap
+            line += 1
+            if _is_event(raw.rstrip(b"\r\n")):
+                seen += 1
+                if seen == index:
+                    break
+            offset += len(raw)
+        return {"kind": "file", "path": self.path, "offset": offset, "line": line}
+
+    def read(self, limit: int) -> list[bytes]:
+        """Return up to ``limit`` raw events; ``[]`` once the input ended or a stop was asked.
+
+        Without ``follow`` the lines are read in one call (the fast path of ``certmon
+        replay``); with ``follow`` the complete lines available now are returned, waiting
+        (and calling ``on_idle``) while there are none.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        while True:
+            if self._fh is None:
+                if self._done:
+                    return []
+                self._fh = self._open()
+            if self.follow and self.path != "-":
+                lines = self._follow_lines(self._fh, limit)
+            else:
+                lines = list(islice(self._fh, limit))
+            self._events = []
+            if not lines:
+                self.close()
+                return []
+            self._batch_offset, self._batch_line = self.offset, self.line
+            self.offset += sum(map(len, lines))
+            self.line += len(lines)
+            self._lines = lines
+            events = [raw for raw in (ln.rstrip(b"\r\n") for ln in lines) if _is_event(raw)]
+            self._events = events
+            if events:
+                return events
+
+    def close(self) -> None:
+        """Close the input (reading again returns ``[]``)."""
+        fh, self._fh = self._fh, None
+        self._done = True
+        if fh is not None and fh is not sys.stdin.buffer:
+            fh.close()
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield events one at a time (:meth:`position` is exact after each)."""
+        try:
+            while not self._stop():
+                events = self.read(1)
+                if not events:
+                    return
+                yield events[0]
+        finally:
+            self.close()
 
     def _open(self) -> IO[bytes]:
         if self.path == "-":
@@ -123,31 +206,6 @@ class FileSource:
         fh.seek(self.offset)
         return fh
 
-    def __iter__(self) -> Iterator[bytes]:
-        fh = self._open()
-        try:
-            if self.follow and self.path != "-":
-                yield from self._follow(fh)
-            else:
-                yield from self._read(fh)
-        finally:
-            if fh is not sys.stdin.buffer:
-                fh.close()
-
-    def _read(self, fh: IO[bytes]) -> Iterator[bytes]:
-        stop = self._stop
-        for line in fh:
-            start = self.offset
-            self.offset = start + len(line)
-            self.line += 1
-            raw = line.rstrip(b"\r\n")
-            if not raw.strip():
-                continue
-            self.last_offset = start
-            yield raw
-            if stop():
-                return
-
     def _check_not_replaced(self, fh: IO[bytes]) -> None:
         """Refuse to go on when the followed file was truncated or replaced (e.g. rotated).
 
@@ -171,23 +229,28 @@ class FileSource:
                 f"byte {self.offset}): refusing to skip or misread the new content"
             )
 
-    def _follow(self, fh: IO[bytes]) -> Iterator[bytes]:
-        stop = self._stop
-        while not stop():
-            line = fh.readline()
-            if not line or not line.endswith(b"\n"):
-                if line:
-                    fh.seek(self.offset)
-                self._check_not_replaced(fh)
-                if self.on_idle is not None:
-                    self.on_idle()
-                time.sleep(self.poll_seconds)
-                continue
-            start = self.offset
-            self.offset = start + len(line)
-            self.line += 1
-            raw = line.rstrip(b"\r\n")
-            if not raw.strip():
-                continue
-            self.last_offset = start
-            yield raw
+    def _follow_lines(self, fh: IO[bytes], limit: int) -> list[bytes]:
+        """Return the complete lines available now (up to ``limit``), waiting for some."""
+        while not self._stop():
+            lines: list[bytes] = []
+            end = self.offset
+            while len(lines) < limit:
+                line = fh.readline()
+                if not line.endswith(b"\n"):  # nothing more, or a line still being written
+                    if line:
+                        fh.seek(end)
+                    break
+                lines.append(line)
+                end += len(line)
+            if lines:
+                return lines
+            self._check_not_replaced(fh)
+            if self.on_idle is not None:
+                self.on_idle()
+            time.sleep(self.poll_seconds)
+        return []
+
+
+def _is_event(raw: bytes) -> bool:
+    """Tell whether a line (newline stripped) is an event, i.e. not blank."""
+    return bool(raw) and not raw.isspace()

@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any, Final
@@ -164,53 +165,111 @@ class Engine:
         -------
         ProcessResult
         """
+        res = ProcessResult()
+        out = self._apply(raw, res.alerts, res.requests)
+        if out is not None:
+            if isinstance(out, Rejection):
+                res.rejection = out
+                res.dead_letter = dead_letter_record(out, raw, position)
+            else:
+                res.duplicate = out
+        return res
+
+    def process_batch(self, raws: Sequence[bytes]) -> list[tuple[int, ProcessResult]]:
+        r"""Validate and apply events in order: the same state as :meth:`process` on each.
+
+        The fast path of the file and Kafka loops: no result object is built for the
+        (usual) events that produce nothing.
+
+        Parameters
+        ----------
+        raws : sequence of bytes
+            JSON events, in order.
+
+        Returns
+        -------
+        list of (int, ProcessResult)
+            ``(index in raws, result)`` of each event that produced an alert, a request, a
+            rejection or a dropped duplicate, in order. ``dead_letter`` is left None: the
+            caller knows the positions (:func:`monitor.events.dead_letter_record`).
+
+        Examples
+        --------
+        >>> from monitor.config import parse_config
+        >>> eng = Engine(parse_config("[[suites]]\n[[suites.certificates]]\nname='r'\n"
+        ...                           "alpha=0.1\ndelta=0.1"))
+        >>> ev = (b'{"type": "label", "event_id": "e1", "suite": "s", "model": "m",'
+        ...       b' "example_id": "x", "loss": 0, "ts": 1}')
+        >>> [(i, r.rejection and r.rejection.reason, r.duplicate)
+        ...  for i, r in eng.process_batch([ev, b"{", ev])]
+        [(1, 'invalid_json', None), (2, None, 'event_id')]
+        >>> eng.events_in
+        3
+        """
+        found: list[tuple[int, ProcessResult]] = []
+        alerts: list[Alert] = []
+        requests: list[dict[str, Any]] = []
+        apply = self._apply
+        for i, raw in enumerate(raws):
+            out = apply(raw, alerts, requests)
+            if out is None and not alerts and not requests:
+                continue
+            res = ProcessResult(alerts, requests)
+            if out is not None:
+                if isinstance(out, Rejection):
+                    res.rejection = out
+                else:
+                    res.duplicate = out
+            found.append((i, res))
+            alerts, requests = [], []  # res owns the old lists now
+        return found
+
+    def _apply(
+        self, raw: bytes, alerts: list[Alert], requests: list[dict[str, Any]]
+    ) -> Rejection | str | None:
+        """Apply one event, appending its outputs; return its rejection or duplicate reason."""
         self.events_in += 1
         ev = decode_event(raw, self._max_bytes)
         if isinstance(ev, Rejection):
-            return self._reject(ev, raw, position)
-        res = ProcessResult()
+            self._reject(ev, raw, alerts)
+            return ev
         suite = self._suites.get(ev.suite) or self._suite(ev.suite)
         if suite is None:
-            if self._selection.owns(ev.suite):  # see monitor/state/selection.py
-                res.duplicate = self._selection.handle(ev, res.alerts, res.requests)
-                if res.duplicate is not None:
-                    self.duplicates[res.duplicate] += 1
-                for a in res.alerts:
-                    self.alerts[a["kind"]] += 1
-                return res
-            self.unrouted += 1
-            return res
-        alerts = res.alerts
-        requests = res.requests
-        dup = suite.handle(ev, alerts, requests)
-        if dup is not None:
-            if dup == "unrouted":
+            if not self._selection.owns(ev.suite):
                 self.unrouted += 1
-            else:
-                self.duplicates[dup] += 1
-                res.duplicate = dup
-        if requests:
-            self.label_requests += len(requests)
+                return None
+            # evaluation requests, not label requests (see monitor/state/selection.py)
+            dup = self._selection.handle(ev, alerts, requests)
+        else:
+            dup = suite.handle(ev, alerts, requests)
+            if requests:
+                self.label_requests += len(requests)
         if alerts:
             counts = self.alerts
             for a in alerts:
                 counts[a["kind"]] += 1
-        return res
+        if dup is None:
+            return None
+        if dup == "unrouted":
+            self.unrouted += 1
+            return None
+        self.duplicates[dup] += 1
+        return dup
 
-    def _reject(self, rej: Rejection, raw: bytes, position: Position | None) -> ProcessResult:
+    def _reject(self, rej: Rejection, raw: bytes, alerts: list[Alert]) -> None:
         self.rejected[rej.reason] += 1
         route = peek_route(raw) if rej.reason not in ("oversized", "undecodable") else None
-        res = ProcessResult(rejection=rej, dead_letter=dead_letter_record(rej, raw, position))
         if route is not None:
             suite = self._suite(route[0])
             if suite is not None:
                 # A rejected event has no trustworthy ts: the model is created at the watermark.
-                model = suite.model(route[1], suite.watermark, res.alerts)
+                new: list[Alert] = []
+                model = suite.model(route[1], suite.watermark, new)
                 if model is not None:
                     model.counts["rejected"] += 1
-                for a in res.alerts:
+                for a in new:
                     self.alerts[a["kind"]] += 1
-        return res
+                alerts.extend(new)
 
     # ------------------------------------------------------------------ views
     @property

@@ -477,3 +477,47 @@ def test_fixed_sequence_tests_every_certificate_at_the_family_delta() -> None:
         assert view[name]["methods"]["r_eval"]["log_threshold"] == pytest.approx(math.log(1 / 0.05))
     for a in alerts:
         assert a["evidence"]["log_e_value"] >= math.log(1 / 0.05)
+
+
+def _mixed_stream() -> list[bytes]:
+    """Judge/label events of two models with alerts, requests, duplicates, rejections."""
+    out: list[bytes] = []
+    for i in range(400):
+        m = "good" if i % 2 else "bad"
+        loss = 0.0 if m == "good" else float(i % 3 == 0)
+        out.append(ev("judge", f"j{i}", f"x{i}", loss, ts=i, model=m))
+        if i % 3 == 0:
+            out.append(ev("label", f"l{i}", f"x{i}", loss, ts=i, model=m))
+        if i % 37 == 0:
+            out.append(ev("judge", f"j{i}", f"x{i}", loss, ts=i, model=m))  # duplicate id
+            out.append(b'{"type": "judge", "suite": "qa", "model": "m", "loss": 2}')
+            out.append(b"\xff not json")
+        if i % 53 == 0:
+            out.append(ev("label", f"u{i}", f"y{i}", 0.0, ts=i, suite="other", model="z"))
+    return out
+
+
+@pytest.mark.parametrize("sizes", [[1], [7], [256], [1000], [3, 1, 50, 2, 999]])
+def test_process_batch_equals_process(sizes: list[int]) -> None:
+    cfg = make_config(audit_rate=0.3, models=["good", "bad"])
+    stream = _mixed_stream()
+    ref = Engine(cfg)
+    expected = []
+    for i, raw in enumerate(stream):
+        r = ref.process(raw)
+        if r.alerts or r.requests or r.rejection or r.duplicate:
+            expected.append((i, r.alerts, r.requests, r.rejection, r.duplicate))
+    assert {e[4] for e in expected} >= {"event_id", None} and any(e[1] for e in expected)
+    assert any(e[2] for e in expected) and any(e[3] for e in expected)
+    eng = Engine(cfg)
+    got = []
+    start = k = 0
+    while start < len(stream):
+        n = sizes[k % len(sizes)]
+        for i, r in eng.process_batch(stream[start : start + n]):
+            assert r.dead_letter is None
+            got.append((start + i, r.alerts, r.requests, r.rejection, r.duplicate))
+        start += n
+        k += 1
+    assert got == expected
+    assert eng.state_view() == ref.state_view() and eng.snapshot() == ref.snapshot()

@@ -19,19 +19,24 @@ import numpy.typing as npt
 
 from monitor.stats.bets import BetConfig, up_grid
 from monitor.stats.grid_wealth import (
-    apply_wsr_bets,
+    accumulate_wsr_rounds,
     bet_caps,
+    edge_candidates,
     fold_wsr_sums,
     grid_points,
     hull_edges,
     log_mixture,
     may_move_edges,
     update_log_wealth,
+    wsr_lambdas,
 )
 
 __all__ = ["GridMember", "SharedGridWealth"]
 
 FloatArray = npt.NDArray[np.float64]
+
+_MAX_CHUNK_ROUNDS = 128
+_CHUNK_VALUES = 1 << 16
 
 
 class GridMember:
@@ -58,19 +63,27 @@ class GridMember:
         self.hi_edge = owner.grid_size
         self.first = 1
         self.width = owner.grid_size - 1
-        self.valid = True
+        self._valid = True
         self.frozen: tuple[list[float], list[float], FloatArray] | None = None
         self._scratch: FloatArray | None = None
 
     @property
     def lower(self) -> float:
         """Lower end of the running intersection."""
+        self._owner.flush()
         return self.lo_edge / self._owner.grid_size
 
     @property
     def upper(self) -> float:
         """Upper end of the running intersection."""
+        self._owner.flush()
         return self.hi_edge / self._owner.grid_size
+
+    @property
+    def valid(self) -> bool:
+        """False once the running intersection became empty."""
+        self._owner.flush()
+        return self._valid
 
     @property
     def rounds(self) -> int:
@@ -107,7 +120,7 @@ class GridMember:
         self.lo_edge = max(self.lo_edge, lo_e)
         self.hi_edge = min(self.hi_edge, hi_e)
         if self.lo_edge >= self.hi_edge:
-            self.valid = False
+            self._valid = False
             self.frozen = ([own.total[i] for i in self._idx], [own.dev[i] for i in self._idx],
                            mine.copy())
             self._scratch = None
@@ -116,9 +129,29 @@ class GridMember:
         new_last = min(self.hi_edge, own.grid_size - 1)
         self.first, self.width = new_first, new_last - new_first + 1
 
+    def next_check(self, wealth: FloatArray, first: int, start: int) -> int:
+        """First round ``>= start`` of buffered wealth ``(k, 2, S, W)`` needing :meth:`check`.
+
+        ``wealth`` covers grid points from ``first`` (a superset of this member's window);
+        the other rounds would leave the bounds unchanged. Returns ``k`` if there is none.
+        """
+        k = int(wealth.shape[0])
+        col_upper = self.hi_edge - 1 - self.first
+        col_lower = self.lo_edge + 1 - self.first
+        width = self.width
+        if start >= k or not (0 <= col_upper < width and 0 <= col_lower < width) or width < 2:
+            return min(start, k)  # may_move_edges' "any doubt" cases: check every round
+        off = self.first - first
+        hits = edge_candidates(wealth[start:], self._rows, col_upper + off, col_lower + off,
+                               self._owner.log_threshold)
+        if hits.size == 0:
+            return k
+        return start + int(hits[0])
+
     def to_state(self) -> dict[str, Any]:
         """State in the format of :meth:`HedgedConfidenceSequence.to_state` (equal to it)."""
         own = self._owner
+        own.flush()
         if self.frozen is None:
             total = [own.total[i] for i in self._idx]
             dev = [own.dev[i] for i in self._idx]
@@ -134,7 +167,7 @@ class GridMember:
             "bet": own.bet.to_dict(),
             "grid_size": own.grid_size,
             "rounds": own.rounds,
-            "valid": self.valid,
+            "valid": self._valid,
             "lower_edge": self.lo_edge,
             "upper_edge": self.hi_edge,
             "tracked_first": self.first,
@@ -147,12 +180,12 @@ class GridMember:
         """Bounds, window and (if invalid) frozen statistics as plain JSON types."""
         fz = None if self.frozen is None else [self.frozen[0], self.frozen[1],
                                                self.frozen[2].tolist()]
-        return [self.lo_edge, self.hi_edge, self.first, self.width, self.valid, fz]
+        return [self.lo_edge, self.hi_edge, self.first, self.width, self._valid, fz]
 
     def load_compact(self, v: Sequence[Any]) -> None:
         """Inverse of :meth:`to_compact`."""
         self.lo_edge, self.hi_edge, self.first, self.width = (int(x) for x in v[:4])
-        self.valid = bool(v[4])
+        self._valid = bool(v[4])
         fz = v[5]
         self.frozen = None if fz is None else (
             [float(x) for x in fz[0]], [float(x) for x in fz[1]],
@@ -237,6 +270,10 @@ class SharedGridWealth:
             if rows[-1] >= r.size:
                 raise ValueError(f"member rows {rows!r} outside the {r.size} rhos")
         self.members = [GridMember(self, list(rows)) for rows in members]
+        # buffered WSR rounds: (q, bets, wsr_total after, wsr_dev after); see flush()
+        self._pending: list[tuple[list[float], list[float], list[float], list[float]]] = []
+        self._dead = False  # every member invalid: wealth and statistics no longer move
+        self._chunk = 1
         self._set_window()
 
     def _set_window(self) -> None:
@@ -245,47 +282,104 @@ class SharedGridWealth:
         self._win_grid = self._grid[sl]
         self._win_caps = self._caps[:, :, sl]
         self._win_scratch = (self._scratch[0][:, :, :width], self._scratch[1][:, :, :width])
+        # rounds per flush: up to 128, fewer for wide windows (about 1 MB of wealth per flush)
+        self._chunk = max(1, min(_MAX_CHUNK_ROUNDS, _CHUNK_VALUES // self.log_wealth[0].size))
 
     def update(self, human: float, judge: float, block_mean: float | None) -> None:
-        """One validated round (losses already checked to be floats in [0, 1])."""
+        """One validated round (losses already checked to be floats in [0, 1]).
+
+        WSR rounds are buffered (bets and statistics are computed now, in Python floats) and
+        applied by :meth:`flush`, which every read of a member's bounds or state calls first.
+        """
         if block_mean is None:
             q = [human] * len(self.rhos_list)
         else:
             q = [r * block_mean + human - r * judge for r in self.rhos_list]
         self.rounds += 1
-        live = [m for m in self.members if m.valid]
-        if not live:
+        if self._dead:
             return
         t = self.rounds
-        lw = self.log_wealth
-        sa, sb = self._win_scratch
         if self._up is None:
-            apply_wsr_bets(lw, q, t, self.log_threshold, self.bet.horizon, self._var0_l, self.dev,
-                           self._win_grid, self._win_caps, (sa, sb))
-        else:
-            update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
-                              (sa, sb))
+            lam = wsr_lambdas(t, self.log_threshold, self.bet.horizon, self._var0_l, self.dev)
+            self.total, self.dev = fold_wsr_sums(q, t, self._mu0_l, self.total, self.dev)
+            self._pending.append((q, lam, self.total, self.dev))
+            if len(self._pending) >= self._chunk:
+                self.flush()
+            return
+        lw = self.log_wealth
+        update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
+                          self._win_scratch)
         self.total, self.dev = fold_wsr_sums(q, t, self._mu0_l, self.total, self.dev)
+        live = self._live()
         for m in live:
             m.check(lw, self.first)
-        self._shrink()
+        if any(m._valid for m in live):
+            self._keep(lw, self.first, self._hull())
+        else:
+            self._dead = True
 
-    def _shrink(self) -> None:
-        live = [m for m in self.members if m.valid]
-        if not live:
+    def flush(self) -> None:
+        """Apply the buffered WSR rounds: bit-identical to applying each when it arrived.
+
+        One vectorized pass computes the wealth after every buffered round
+        (:func:`~monitor.stats.grid_wealth.accumulate_wsr_rounds`, over the current union
+        window, which contains every member's window until the next flush). Members are then
+        checked, in round order, only at the rounds where their bounds can move
+        (:meth:`GridMember.next_check`); the others would have returned unchanged. If every
+        member becomes invalid at a round, wealth and statistics stop there, as they would
+        have round by round.
+        """
+        pending = self._pending
+        if not pending:
             return
+        self._pending = []
         first = self.first
-        last = first + self.log_wealth.shape[2] - 1
-        new_first = min(m.first for m in live)
-        new_last = max(m.first + m.width - 1 for m in live)
-        if (new_first, new_last) != (first, last):
-            keep = self.log_wealth[:, :, new_first - first : new_last - first + 1]
-            self.log_wealth = np.ascontiguousarray(keep)
-            self.first = new_first
-            self._set_window()
+        wealth = accumulate_wsr_rounds(self.log_wealth, [p[0] for p in pending],
+                                       [p[1] for p in pending], self._win_grid, self._win_caps)
+        k = len(pending)
+        live = self._live()
+        nexts = [m.next_check(wealth, first, 0) for m in live]
+        while live:
+            j = min(nexts)
+            if j >= k:
+                break
+            before = self._hull()  # the union window at the start of round j
+            self.total, self.dev = pending[j][2], pending[j][3]  # what an invalid member freezes
+            for i, m in enumerate(live):
+                if nexts[i] == j:
+                    m.check(wealth[j], first)
+                    nexts[i] = m.next_check(wealth, first, j + 1) if m._valid else k
+            nexts = [n for n, m in zip(nexts, live, strict=True) if m._valid]
+            live = [m for m in live if m._valid]
+            if not live:  # every member is invalid from round j on
+                self._dead = True
+                self._keep(wealth[j], first, before)
+                return
+        self.total, self.dev = pending[-1][2], pending[-1][3]
+        self._keep(wealth[-1], first, self._hull())
+
+    def _live(self) -> list[GridMember]:
+        return [m for m in self.members if m._valid]
+
+    def _hull(self) -> tuple[int, int]:
+        """First and last grid point of the union of the valid members' windows."""
+        live = self._live()
+        return (min(m.first for m in live), max(m.first + m.width - 1 for m in live))
+
+    def _keep(self, lw: FloatArray, lw_first: int, window: tuple[int, int]) -> None:
+        """Make ``lw`` (points from ``lw_first``) restricted to ``window`` the tracked wealth."""
+        new_first, new_last = window
+        if new_first == lw_first and new_last == lw_first + lw.shape[2] - 1 and (
+                lw is self.log_wealth):
+            return
+        self.log_wealth = np.ascontiguousarray(
+            lw[:, :, new_first - lw_first : new_last - lw_first + 1])
+        self.first = new_first
+        self._set_window()
 
     def to_state(self) -> dict[str, Any]:
         """Shared statistics, union window and members' bounds as plain JSON types."""
+        self.flush()
         return {
             "rounds": self.rounds,
             "wsr_total": list(self.total),
@@ -310,4 +404,6 @@ class SharedGridWealth:
         self.log_wealth = lw
         for m, v in zip(self.members, d["members"], strict=True):
             m.load_compact(v)
+        self._pending.clear()
+        self._dead = not self._live()
         self._set_window()

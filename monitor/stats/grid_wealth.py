@@ -21,7 +21,11 @@ import numpy.typing as npt
 from monitor.stats.bets import wsr_scale
 
 __all__ = [
+    "accumulate_wsr_rounds",
+    "apply_wsr_bets",
     "bet_caps",
+    "edge_candidates",
+    "fold_wsr_sums",
     "grid_points",
     "hull_edges",
     "log_mean_exp",
@@ -29,6 +33,7 @@ __all__ = [
     "may_move_edges",
     "update_log_wealth",
     "wsr_bets",
+    "wsr_lambdas",
     "wsr_stats_update",
 ]
 
@@ -132,14 +137,95 @@ def apply_wsr_bets(
     [0.405465, -0.693147]
     """
     sa, sb = scratch
-    k = wsr_scale(log_inv_delta, t, horizon)
-    lam = np.array([math.sqrt(k / ((v0 + d) / t)) for v0, d in zip(var0, dev, strict=True)])
+    lam = np.array(wsr_lambdas(t, log_inv_delta, horizon, var0, dev))
     np.subtract(np.array(q)[:, None], grid, out=sa[1])  # x = q - m
     np.negative(sa[1], out=sa[0])  # upper test: -x
     np.minimum(lam[:, None], caps, out=sb)  # capped bets
     np.multiply(sb, sa, out=sa)
     np.log1p(sa, out=sa)
     log_wealth += sa
+
+
+def wsr_lambdas(
+    t: int, log_inv_delta: float, horizon: int | None, var0: list[float], dev: list[float]
+) -> list[float]:
+    """Uncapped WSR bets of round ``t`` in Python floats (``dev`` from rounds ``1..t-1``).
+
+    Examples
+    --------
+    >>> wsr_lambdas(1, math.log(4.0), None, [0.25], [0.0])   # sqrt(2 log 4 / (0.25 log 2))
+    [4.0]
+    """
+    k = wsr_scale(log_inv_delta, t, horizon)
+    return [math.sqrt(k / ((v0 + d) / t)) for v0, d in zip(var0, dev, strict=True)]
+
+
+def accumulate_wsr_rounds(
+    log_wealth: FloatArray,
+    qs: list[list[float]],
+    lams: list[list[float]],
+    grid: FloatArray,
+    caps: FloatArray,
+) -> FloatArray:
+    """Log-wealth after each of ``k`` WSR rounds, shape ``(k, 2, S, W)``, in one pass.
+
+    ``out[i]`` is ``log_wealth`` after rounds ``0..i`` with observations ``qs[i]`` and bets
+    ``lams[i]``: the same element-wise operations as ``k`` calls of :func:`apply_wsr_bets`
+    (subtract, negate, minimum, multiply, log1p), then a sequential running sum in round order
+    (``np.add.accumulate``), so every value is bit-identical to the round-by-round update.
+
+    Examples
+    --------
+    >>> lw = np.zeros((2, 1, 1)); one = np.zeros((2, 1, 1)); s = (np.empty_like(lw),) * 2
+    >>> out = accumulate_wsr_rounds(lw, [[0.0], [1.0]], [[4.0], [2.0]], np.array([0.5]),
+    ...                             np.ones((2, 1, 1)))
+    >>> apply_wsr_bets(one, [0.0], 1, math.log(4.0), None, [0.25], [0.0], np.array([0.5]),
+    ...                np.ones((2, 1, 1)), (np.empty_like(lw), np.empty_like(lw)))
+    >>> bool((out[0] == one).all()), out.shape
+    (True, (2, 2, 1, 1))
+    """
+    out = np.empty((len(qs), *log_wealth.shape))
+    np.subtract(np.array(qs)[:, :, None], grid, out=out[:, 1])  # x = q - m
+    np.negative(out[:, 1], out=out[:, 0])  # upper test: -x
+    bets = np.minimum(np.array(lams)[:, None, :, None], caps)  # capped bets
+    np.multiply(bets, out, out=out)
+    np.log1p(out, out=out)
+    out[0] += log_wealth
+    np.add.accumulate(out, axis=0, out=out)
+    return out
+
+
+def edge_candidates(
+    wealth: FloatArray, rows: slice, col_upper: int, col_lower: int, log_threshold: float
+) -> npt.NDArray[np.intp]:
+    """Return the rounds of ``wealth`` (``(k, 2, S, W)``) where :func:`may_move_edges` may be True.
+
+    Its filter needs the rho mixture (log-mean-exp over ``rows``) at one of the two columns to
+    reach the threshold less a margin. Here the mixture of every round is computed at once with
+    numpy, against a margin twice as wide (numpy and ``math`` may round differently by a few
+    ulps), so every round the filter would pass is kept; skipping the others changes nothing.
+
+    Examples
+    --------
+    >>> w = np.zeros((3, 2, 1, 2)); w[1, 0, 0, 1] = 5.0
+    >>> edge_candidates(w, slice(0, 1), 1, 0, 3.0).tolist()
+    [1]
+    """
+    limit = _edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
+    up = _log_mean_exp_rows(wealth[:, 0, rows, col_upper])
+    low = _log_mean_exp_rows(wealth[:, 1, rows, col_lower])
+    return np.flatnonzero((up >= limit) | (low >= limit))
+
+
+def _log_mean_exp_rows(x: FloatArray) -> FloatArray:
+    """``log(mean(exp(x), axis=1))`` of a 2-D array (row by row, stabilized)."""
+    mx = x.max(axis=1)
+    return np.asarray(mx + np.log(np.exp(x - mx[:, None]).mean(axis=1)), dtype=np.float64)
+
+
+def _edge_limit(log_threshold: float) -> float:
+    """Threshold less a margin far above rounding error (the bound checks' comparison)."""
+    return log_threshold - 1e-9 * (1.0 + abs(log_threshold))
 
 
 def fold_wsr_sums(
@@ -334,7 +420,7 @@ def may_move_edges(
     width = log_wealth.shape[2]
     if not (0 <= col_upper < width and 0 <= col_lower < width) or width < 2:
         return True
-    limit = log_threshold - 1e-9 * (1.0 + abs(log_threshold))
+    limit = _edge_limit(log_threshold)
     if log_wealth.ndim == 4:  # mixture over bettors and rhos <= the largest of them
         return bool(log_wealth[0, :, col_upper].max() >= limit
                     or log_wealth[1, :, col_lower].max() >= limit)

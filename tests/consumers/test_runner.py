@@ -52,19 +52,21 @@ def test_checkpoints_and_resume_equal_uninterrupted(tmp_path: Path) -> None:
     count = 0
 
     class Limited:
-        def __iter__(self):  # type: ignore[no-untyped-def]
+        """The file source, stopping the runner after exactly 50 events."""
+
+        def read(self, limit: int) -> list[bytes]:
             nonlocal count
-            for raw in src:
-                count += 1
-                if count == 50:
-                    r1.stop()
-                yield raw
+            raws = src.read(max(1, min(limit, 50 - count)))
+            count += len(raws)
+            if count >= 50:
+                r1.stop()
+            return raws
 
         def position(self):  # type: ignore[no-untyped-def]
             return src.position()
 
-        def last_event_source(self):  # type: ignore[no-untyped-def]
-            return src.last_event_source()
+        def event_source(self, index: int):  # type: ignore[no-untyped-def]
+            return src.event_source(index)
 
     r1.run(Limited())
     assert r1.engine.events_in == 50 and r1.checkpoints >= 7
@@ -95,4 +97,6 @@ def test_no_store_no_checkpoint() -> None:
 
 def test_iter_source_resume() -> None:
     src = IterSource([b"a", b"b", b"c"], start={"kind": "iter", "count": 2})
-    assert list(src) == [b"c"] and src.position() == {"kind": "iter", "count": 3}
+    assert src.read(10) == [b"c"] and src.position() == {"kind": "iter", "count": 3}
+    assert src.event_source(0) == {"kind": "iter", "index": 3}
+    assert src.read(10) == [] and src.position() == {"kind": "iter", "count": 3}

@@ -155,3 +155,58 @@ def test_bad_input_changes_nothing_and_members_refuse_updates() -> None:
         CertificateGroup(0.1, 0.05, ["r_eval", "r_eval"], BetConfig())
     with pytest.raises(ValueError, match="CertificateGroup"):
         CertificateGroup.from_state({"kind": "x"})
+
+
+def sparse_reads(n: int, seed: int) -> set[int]:
+    """Rounds after which the group is read: gaps from 1 to several chunks (128 rounds)."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.choice([1, 2, 7, 60, 127, 128, 129, 300], size=n)
+    return set(np.cumsum(gaps).tolist())
+
+
+@pytest.mark.parametrize("case", [c for c in range(len(CONFIGS))
+                                  if CONFIGS[c][1].rule == "wsr" and CONFIGS[c][3]])
+def test_buffered_rounds_equal_round_by_round(case: int) -> None:
+    # WSR confidence-sequence rounds are buffered until a read: reading rarely must give
+    # exactly what reading after every round gives (the test above reads every round)
+    methods, bet, n_rhos, grid, alpha, delta, tdelta, kw = CONFIGS[case]
+    g = CertificateGroup(alpha, delta, methods, bet, n_rhos=n_rhos, cs_grid=grid,
+                         threshold_delta=tdelta)
+    refs = {m: RiskMonitor(alpha, delta, m, bet, n_rhos=n_rhos, cs_grid=grid,
+                           threshold_delta=tdelta) for m in methods}
+    reads = sparse_reads(100, case)
+    for i, (h, f, b) in enumerate(stream(2500, seed=case + 10, **kw)):  # type: ignore[arg-type]
+        g.update(h, f, b)
+        for r in refs.values():
+            r.update(h, f, b)
+        if i in reads:
+            assert_same(g, refs, full=i % 3 == 0)
+    assert_same(g, refs, full=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_buffered_rounds_through_invalid_intervals(seed: int) -> None:
+    # drifting streams empty the running intersections at different rounds, inside buffers;
+    # a checkpoint (to_state) taken between reads restores to the same continuation
+    methods, bet = ALL, BetConfig()
+    g = CertificateGroup(0.5, 0.9, methods, bet, n_rhos=4, cs_grid=50)
+    refs = {m: RiskMonitor(0.5, 0.9, m, bet, n_rhos=4, cs_grid=50) for m in methods}
+    cut = 150 + 40 * seed
+    rounds = (stream(cut, seed=seed, risk=0.05) + stream(700, seed=seed + 6, risk=0.95)
+              + stream(300, seed=seed + 12, risk=0.05))
+    eager = CertificateGroup(0.5, 0.9, methods, bet, n_rhos=4, cs_grid=50)
+    reads = sparse_reads(50, seed)
+    for i, (h, f, b) in enumerate(rounds):
+        g.update(h, f, b)
+        eager.update(h, f, b)
+        assert eager["r_eval"].cs_valid in (True, False)  # a read: applies every round now
+        for r in refs.values():
+            r.update(h, f, b)
+        if i in reads:
+            assert_same(g, refs, full=False)
+            assert g.to_state() == eager.to_state()  # the shared wealth too
+        if i == cut + 200:
+            g = CertificateGroup.from_state(json.loads(json.dumps(g.to_state())))
+    assert sum(not r.cs_valid for r in refs.values()) >= 2
+    assert_same(g, refs, full=True)
+    assert json.dumps(g.to_state()) == json.dumps(eager.to_state())
