@@ -156,7 +156,9 @@ class FileSource:
             self.offset += sum(map(len, lines))
             self.line += len(lines)
             self._lines = lines
-            events = [raw for raw in (ln.rstrip(b"\r\n") for ln in lines) if _is_event(raw)]
+            events = [ln.rstrip(b"\r\n") for ln in lines]
+            if not all(events) or any(map(bytes.isspace, events)):  # blank lines: rare
+                events = [raw for raw in events if _is_event(raw)]
             self._events = events
             if events:
                 return events

@@ -21,11 +21,11 @@ Examples
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ExpiringMap"]
+__all__ = ["ExpiringMap", "FifoExpiringMap"]
 
 _NONE: list[tuple[str, Any]] = []  # shared empty result: callers only iterate it
 
@@ -163,4 +163,80 @@ class ExpiringMap:
         d = m._d
         for k, t, p in zip(keys, ticks, payloads, strict=True):
             d[str(k)] = (t, p)
+        return m
+
+
+class FifoExpiringMap(ExpiringMap):
+    """An :class:`ExpiringMap` whose entries only leave by expiry (no :meth:`pop`): faster.
+
+    A plain dict plus a queue of its keys in insertion order (cheaper than an
+    ``OrderedDict`` on the per-event path: the suite's window of recent event ids). The
+    owner may insert into :attr:`data` directly if it appends the key to :attr:`order`.
+
+    Examples
+    --------
+    >>> m = FifoExpiringMap(max_entries=2, ttl_seconds=10.0)
+    >>> m.put("a", 0.0, 1), m.put("b", 5.0, 2), m.put("c", 6.0, 3)
+    ([], [], [('a', 1)])
+    >>> m.expire(16.0), list(m.keys()), m.due()
+    ([('b', 2)], ['c'], 16.0)
+    >>> FifoExpiringMap.from_columns(2, 10.0, m.to_columns()).to_columns() == m.to_columns()
+    True
+    """
+
+    __slots__ = ("order",)
+
+    def __init__(self, max_entries: int, ttl_seconds: float) -> None:
+        super().__init__(max_entries, ttl_seconds)
+        self._d = {}  # type: ignore[assignment]
+        self.order: deque[str] = deque()
+
+    def pop(self, key: str) -> Any | None:
+        """Refuse: entries of a FIFO map only leave by expiry."""
+        raise TypeError("entries of a FifoExpiringMap only leave by expiry")
+
+    def put(self, key: str, tick: float, payload: Any = None) -> list[tuple[str, Any]]:
+        """Insert ``key``; return the entries evicted by the count bound (oldest first)."""
+        d = self._d
+        if key not in d:
+            d[key] = (tick, payload)
+            self.order.append(key)
+        if len(d) <= self.max_entries:
+            return _NONE
+        evicted: list[tuple[str, Any]] = []
+        order = self.order
+        while len(d) > self.max_entries:
+            k = order.popleft()
+            evicted.append((k, d.pop(k)[1]))
+        return evicted
+
+    def due(self) -> float:
+        """Smallest watermark at which :meth:`expire` would evict something (inf if never)."""
+        if not self.order:
+            return math.inf
+        return self._d[self.order[0]][0] + self.ttl_seconds
+
+    def expire(self, watermark: float) -> list[tuple[str, Any]]:
+        """Evict entries with ``tick < watermark - ttl_seconds``; return them, oldest first."""
+        d = self._d
+        order = self.order
+        cutoff = watermark - self.ttl_seconds
+        evicted: list[tuple[str, Any]] = []
+        while order:
+            tick, payload = d[order[0]]
+            if tick >= cutoff:
+                break
+            k = order.popleft()
+            del d[k]
+            evicted.append((k, payload))
+        return evicted
+
+    @classmethod
+    def from_columns(
+        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any]
+    ) -> FifoExpiringMap:
+        """Rebuild from :meth:`to_columns` output (raises ValueError if inconsistent)."""
+        m = cls(max_entries, ttl_seconds)
+        m._d = dict(ExpiringMap.from_columns(max_entries, ttl_seconds, cols).data)  # type: ignore[assignment]
+        m.order = deque(m._d)
         return m

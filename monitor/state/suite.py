@@ -66,7 +66,7 @@ from monitor.alerts import Alert, label_request, make_alert
 from monitor.audit import audit_prefix, audit_uniform_prefixed
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
-from monitor.state.expiring import ExpiringMap
+from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.model import ModelState
 from monitor.state.strata import StrataSpec, StrataState, strata_judge, strata_label
@@ -85,7 +85,7 @@ class SuiteState:
         c = config
         self.models: dict[str, ModelState] = {}
         self.watermark = -math.inf
-        self.ids = ExpiringMap(c.dedupe_max_ids, c.dedupe_ttl_seconds)
+        self.ids = FifoExpiringMap(c.dedupe_max_ids, c.dedupe_ttl_seconds)
         # recent units ("j"/"l" + unit key), always exactly the payloads of ``ids``
         self.units: set[str] = set()
         self.pending = ExpiringMap(c.max_pending, c.pending_ttl_seconds)
@@ -122,6 +122,7 @@ class SuiteState:
     def _bind(self) -> None:
         # Direct references to the underlying maps for the hot path.
         self._ids_d = self.ids.data
+        self._ids_order = self.ids.order
         self._pending_d = self.pending.data
         self._orphans_d = self.orphans.data
         self._rounded_d = self.rounded.data
@@ -211,11 +212,12 @@ class SuiteState:
         tick = self.watermark
         if tick + self._min_ttl < self._due:
             self._due = tick + self._min_ttl
-        ids[eid] = (tick, ukey)
+        ids[eid] = (tick, ukey)  # FifoExpiringMap.put, inlined
+        order = self._ids_order
+        order.append(eid)
         units.add(ukey)
-        max_ids = self._max_ids
-        while len(ids) > max_ids:  # ExpiringMap.put's count bound, inlined
-            units.discard(ids.popitem(last=False)[1][1])
+        while len(ids) > self._max_ids:
+            units.discard(ids.pop(order.popleft())[1])
         if is_judge:
             self._judge(ev, model, key, tick, alerts, requests)
         else:
@@ -407,7 +409,7 @@ class SuiteState:
                 m.strata = StrataState.from_dict(s._strata, md["strata"])
             s.models[m.name] = m
         c = config
-        s.ids = ExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
+        s.ids = FifoExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
         s.units = {str(u) for _, (_, u) in s.ids.data.items()}
         s.pending = ExpiringMap.from_columns(c.max_pending, c.pending_ttl_seconds, d["pending"])
         s.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])

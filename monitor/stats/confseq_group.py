@@ -28,7 +28,7 @@ from monitor.stats.grid_wealth import (
     log_mixture,
     may_move_edges,
     update_log_wealth,
-    wsr_lambdas,
+    wsr_rounds_stats,
 )
 
 __all__ = ["GridMember", "SharedGridWealth"]
@@ -270,8 +270,7 @@ class SharedGridWealth:
             if rows[-1] >= r.size:
                 raise ValueError(f"member rows {rows!r} outside the {r.size} rhos")
         self.members = [GridMember(self, list(rows)) for rows in members]
-        # buffered WSR rounds: (q, bets, wsr_total after, wsr_dev after); see flush()
-        self._pending: list[tuple[list[float], list[float], list[float], list[float]]] = []
+        self._pending: list[list[float]] = []  # observations of the buffered WSR rounds
         self._dead = False  # every member invalid: wealth and statistics no longer move
         self._chunk = 1
         self._set_window()
@@ -288,8 +287,8 @@ class SharedGridWealth:
     def update(self, human: float, judge: float, block_mean: float | None) -> None:
         """One validated round (losses already checked to be floats in [0, 1]).
 
-        WSR rounds are buffered (bets and statistics are computed now, in Python floats) and
-        applied by :meth:`flush`, which every read of a member's bounds or state calls first.
+        WSR rounds are buffered and applied by :meth:`flush`, which every read of a member's
+        bounds or state calls first (and ``update`` when the buffer is full).
         """
         if block_mean is None:
             q = [human] * len(self.rhos_list)
@@ -300,9 +299,7 @@ class SharedGridWealth:
             return
         t = self.rounds
         if self._up is None:
-            lam = wsr_lambdas(t, self.log_threshold, self.bet.horizon, self._var0_l, self.dev)
-            self.total, self.dev = fold_wsr_sums(q, t, self._mu0_l, self.total, self.dev)
-            self._pending.append((q, lam, self.total, self.dev))
+            self._pending.append(q)
             if len(self._pending) >= self._chunk:
                 self.flush()
             return
@@ -321,7 +318,8 @@ class SharedGridWealth:
     def flush(self) -> None:
         """Apply the buffered WSR rounds: bit-identical to applying each when it arrived.
 
-        One vectorized pass computes the wealth after every buffered round
+        One vectorized pass computes the bets and sums of every buffered round
+        (:func:`~monitor.stats.grid_wealth.wsr_rounds_stats`) and the wealth after each
         (:func:`~monitor.stats.grid_wealth.accumulate_wsr_rounds`, over the current union
         window, which contains every member's window until the next flush). Members are then
         checked, in round order, only at the rounds where their bounds can move
@@ -334,9 +332,13 @@ class SharedGridWealth:
             return
         self._pending = []
         first = self.first
-        wealth = accumulate_wsr_rounds(self.log_wealth, [p[0] for p in pending],
-                                       [p[1] for p in pending], self._win_grid, self._win_caps)
         k = len(pending)
+        qs = np.array(pending)
+        lams, totals, devs = wsr_rounds_stats(qs, self.rounds - k, self.log_threshold,
+                                              self.bet.horizon, self._mu0_l, self._var0_l,
+                                              self.total, self.dev)
+        wealth = accumulate_wsr_rounds(self.log_wealth, qs, lams, self._win_grid,
+                                       self._win_caps)
         live = self._live()
         nexts = [m.next_check(wealth, first, 0) for m in live]
         while live:
@@ -344,7 +346,7 @@ class SharedGridWealth:
             if j >= k:
                 break
             before = self._hull()  # the union window at the start of round j
-            self.total, self.dev = pending[j][2], pending[j][3]  # what an invalid member freezes
+            self.total, self.dev = totals[j].tolist(), devs[j].tolist()  # what dying freezes
             for i, m in enumerate(live):
                 if nexts[i] == j:
                     m.check(wealth[j], first)
@@ -355,7 +357,7 @@ class SharedGridWealth:
                 self._dead = True
                 self._keep(wealth[j], first, before)
                 return
-        self.total, self.dev = pending[-1][2], pending[-1][3]
+        self.total, self.dev = totals[-1].tolist(), devs[-1].tolist()
         self._keep(wealth[-1], first, self._hull())
 
     def _live(self) -> list[GridMember]:
