@@ -2,12 +2,19 @@
 
 Same broker, same topic, same run:
 
+- warm-up: one untimed bare read of the whole topic (the broker's JVM and page cache are
+  cold right after producing: a first timed read would flatter certmon's ratio);
 - baseline: a bare ``KafkaConsumer`` (manual assignment, from the beginning) reading every
   record of the topic, and the same plus ``json.loads`` of every value;
 - engine only: one ``Engine`` per partition over the same values in memory (no Kafka);
 - certmon: the real ``KafkaRunner`` (consumer group, range assignor, one engine per partition,
   alerts/requests produced to Kafka, checkpoints on the compacted Kafka topic, offsets
   committed after each durable checkpoint), timed from its first to its last record;
+- baseline and certmon alternate ``--repeat`` times (a fresh consumer group and checkpoint
+  topic per certmon run), certmon both with its default fetch process (records decoded in a
+  child process, pipelined with processing) and with ``fetch_process = false`` (one
+  process); the ratio is the median certmon rate over the median bare rate, next to every
+  round's own ratios (the machine is shared: rates drift between runs);
 - catch-up after a restart: the runner is stopped (final checkpoints), more events are
   produced, a new runner starts; wall time from start (restore + group join) until it has
   processed them all.
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -53,19 +61,20 @@ dead_letters = "kafka"
 kind = "kafka"
 [kafka]
 bootstrap_servers = "{bs}"
-group_id = "{p}-bench"
+group_id = "{p}-bench-{run}"
 {every}
 batch_size = 2000
 poll_timeout_ms = 100
 session_timeout_ms = 10000
 heartbeat_interval_ms = 1000
 events_partitions = {partitions}
+fetch_process = {fetch}
 [kafka.topics]
 events = "{p}.eval-events.v1"
 alerts = "{p}.alerts.v1"
 requests = "{p}.requests.v1"
 dead_letters = "{p}.dead-letters.v1"
-checkpoints = "{p}.checkpoints.v1"
+checkpoints = "{p}.checkpoints-{run}.v1"
 """
 
 
@@ -129,6 +138,11 @@ def engine_only(config_text: str, records: list[tuple[bytes, bytes]], partitions
     return time.perf_counter() - t0
 
 
+def load() -> str:
+    """The 1-minute load average now (the machine is shared: read figures next to it)."""
+    return f"load {os.getloadavg()[0]:.2f}/{os.cpu_count()} CPUs"
+
+
 def consumed(registry: CollectorRegistry) -> float:
     total = 0.0
     for metric in registry.collect():
@@ -176,6 +190,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--suites", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3, help="bare/certmon pairs (medians)")
     ap.add_argument("--checkpoint-every", type=int, default=None,
                     help="kafka.checkpoint_every_records (default: the config default)")
     args = ap.parse_args()
@@ -196,7 +211,11 @@ def main() -> None:
         prefix = f"bench{uuid.uuid4().hex[:6]}"
         every = (f"checkpoint_every_records = {args.checkpoint_every}"
                  if args.checkpoint_every else "")  # fmt: skip
-        text = CONFIG.format(bs=bs, p=prefix, every=every, partitions=args.partitions)
+        def config_text(run: int, fetch: bool = True) -> str:
+            return CONFIG.format(bs=bs, p=prefix, every=every, partitions=args.partitions,
+                                 run=run, fetch=str(fetch).lower())
+
+        text = config_text(0)
         cfg = parse_config(text)
         from consumers.kafka_source import kafka_config_of
 
@@ -211,27 +230,50 @@ def main() -> None:
         print(f"produced {n_main:,} events ({args.suites} suites, {args.partitions} partitions) "
               f"at {n_main / t_prod:,.0f}/s")  # fmt: skip
 
-        t_bare = min(bare_consume(bs, topic, args.partitions, n_main, False) for _ in range(2))
+        t_warm = bare_consume(bs, topic, args.partitions, n_main, False)
+        print(f"warm-up bare read (untimed in the results): {n_main / t_warm:,.0f} records/s")
+        bare_rates: list[float] = []
+        certmon_rates: list[float] = []
+        single_rates: list[float] = []
+        t_join = 0.0
+        for run in range(args.repeat):
+            bare_rates.append(n_main / bare_consume(bs, topic, args.partitions, n_main, False))
+            for fetch, rates in ((True, certmon_rates), (False, single_rates)):
+                text_run = config_text(2 * run + (not fetch), fetch)
+                ensure_topics(kafka_config_of(parse_config(text_run)))
+                t_join_run, t_run, at_first = run_certmon(text_run, n_main)
+                rates.append((n_main - at_first) / t_run)
+                if fetch:
+                    t_join, last = t_join_run, text_run
+            print(f"  round {run + 1}: bare {bare_rates[-1]:,.0f}/s, certmon "
+                  f"{certmon_rates[-1]:,.0f}/s (ratio {certmon_rates[-1] / bare_rates[-1]:.3f}), "
+                  f"single process {single_rates[-1]:,.0f}/s "
+                  f"(ratio {single_rates[-1] / bare_rates[-1]:.3f}; {load()})")  # fmt: skip
         t_bare_json = bare_consume(bs, topic, args.partitions, n_main, True)
         t_engine = engine_only(text, main_recs, args.partitions)
-        t_join, t_run, at_first = run_certmon(text, n_main)
-        rate_certmon = (n_main - at_first) / t_run
 
         produce(bs, topic, more_recs)
-        t_join2, t_run2, _ = run_certmon(text, n_more)  # restart: restore + seek + catch up
+        t_join2, t_run2, _ = run_certmon(last, n_more)  # restart: restore + seek + catch up
         catch_up = t_join2 + t_run2
 
-        rate_bare = n_main / t_bare
+        rate_bare = statistics.median(bare_rates)
+        rate_certmon = statistics.median(certmon_rates)
+        rate_single = statistics.median(single_rates)
         rate_json = n_main / t_bare_json
-        print(f"bare kafka-python consumer        : {rate_bare:12,.0f} records/s")
+        ratio = rate_certmon / rate_bare
+        print(f"bare kafka-python consumer        : {rate_bare:12,.0f} records/s "
+              f"(median of {args.repeat})")  # fmt: skip
         print(f"bare consumer + json.loads        : {rate_json:12,.0f} records/s")
         print(f"engine only (no Kafka, in memory) : {n_main / t_engine:12,.0f} events/s")
         print(f"certmon consume + process         : {rate_certmon:12,.0f} events/s "
-              f"(group join {t_join:.1f}s)")  # fmt: skip
-        print(f"  ratio certmon / bare consumer          : {rate_certmon / rate_bare:.3f}"
-              f"  (target >= 0.7: {'met' if rate_certmon / rate_bare >= 0.7 else 'NOT met'})")
+              f"(median of {args.repeat}; group join {t_join:.1f}s)")  # fmt: skip
+        pairs = ", ".join(f"{c / b:.3f}" for c, b in zip(certmon_rates, bare_rates, strict=True))
+        print(f"  ratio certmon / bare consumer          : {ratio:.3f}  (target >= 0.7: "
+              f"{'met' if ratio >= 0.7 else 'NOT met'}; rounds {pairs})")  # fmt: skip
         print(f"  ratio certmon / bare consumer + json   : {rate_certmon / rate_json:.3f}")
         print(f"  ratio certmon / engine only (overhead) : {rate_certmon * t_engine / n_main:.3f}")
+        print(f"certmon, fetch_process = false    : {rate_single:12,.0f} events/s (median; "
+              f"ratio {rate_single / rate_bare:.3f}: decoding and processing on one CPU)")
         print(f"catch-up after restart: {n_more:,} new events in {catch_up:.1f}s "
               f"(restore + group join {t_join2:.1f}s, processing {t_run2:.1f}s)")  # fmt: skip
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from consumers.kafka_sinks import dead_letter_record
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from monitor.metrics import OperationalMetrics
     from monitor.sinks import Sink
 
-__all__ = ["PartitionWorker", "process_records"]
+__all__ = ["Columns", "PartitionWorker", "process_records"]
+
+
+class Columns(NamedTuple):
+    """One partition batch as parallel lists (what the fetch process delivers)."""
+
+    offsets: list[int]
+    values: list[bytes | None]
 
 
 def _from_checkpoint(config: CertmonConfig, data: bytes) -> tuple[Engine, dict[str, int]]:
@@ -105,11 +112,11 @@ class PartitionWorker:
 def process_records(
     worker: PartitionWorker,
     topic: str,
-    records: Iterable[Any],
+    records: Iterable[Any] | Columns,
     sinks: Mapping[str, Sink],
     ops: OperationalMetrics | None = None,
 ) -> int:
-    """Feed one topic-partition's records (``offset``/``value``) to the worker's engine.
+    """Feed one topic-partition's records (``offset``/``value``, or :class:`Columns`) to the engine.
 
     Alerts, label requests and dead letters go to ``sinks["alerts"|"requests"|
     "dead_letters"]``. Records below the worker's next offset (already reflected in the
@@ -139,15 +146,21 @@ def process_records(
     >>> PartitionWorker.start(cfg, 0, worker.encode()).offsets
     {'t': 2}
     """
+    if isinstance(records, Columns):
+        offsets, values = records
+    else:
+        recs = list(records)
+        offsets, values = [r.offset for r in recs], [r.value for r in recs]
     expected = worker.offsets.get(topic, -1)
-    n = 0
-    for rec in records:
-        if rec.offset < expected:
-            continue
-        raw = rec.value if rec.value is not None else b""
-        position = {"kind": "kafka", "topic": topic, "partition": worker.partition,
-                    "offset": rec.offset}  # fmt: skip
-        result = worker.engine.process(raw, position)
+    keep = []
+    for i, offset in enumerate(offsets):
+        if offset >= expected:
+            keep.append(i)
+            expected = offset + 1
+    if len(keep) != len(offsets):
+        offsets, values = [offsets[i] for i in keep], [values[i] for i in keep]
+    raws = [v if v is not None else b"" for v in values]
+    for i, result in worker.engine.process_batch(raws):
         for alert in result.alerts:
             sinks["alerts"].emit(alert)
             if ops is not None:
@@ -156,17 +169,13 @@ def process_records(
             sinks["requests"].emit(request)
         if result.rejection is not None:
             rej = result.rejection
-            letter = result.dead_letter or dead_letter_record(
-                raw, rej.reason, rej.detail, topic=topic, partition=worker.partition,
-                offset=rec.offset,
-            )  # fmt: skip
-            sinks["dead_letters"].emit(letter)
+            sinks["dead_letters"].emit(dead_letter_record(
+                raws[i], rej.reason, rej.detail, topic=topic, partition=worker.partition,
+                offset=offsets[i]))
             if ops is not None:
                 ops.rejected(rej.reason)
         if result.duplicate is not None and ops is not None:
             ops.duplicate(result.duplicate)
-        expected = rec.offset + 1
-        n += 1
     worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
-    worker.since_checkpoint += n
-    return n
+    worker.since_checkpoint += len(raws)
+    return len(raws)

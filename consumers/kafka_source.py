@@ -7,7 +7,8 @@ optional judge/label topics, co-partitioned by the range assignor):
   engine from it and seek every topic of ``p`` to the offsets recorded in it (the beginning
   when there is none). The checkpoint, not Kafka's committed offset, is the source of truth.
 - **records**: processed in ``poll()`` batches; alerts, label requests and dead letters go to
-  their sinks.
+  their sinks. With ``fetch_process`` (the default) a child process decodes the partitions
+  from the same offsets, pipelined with processing (see :mod:`consumers.kafka_fetcher`).
 - **checkpoint** every ``checkpoint_every_records`` records or ``checkpoint_every_seconds``:
   flush every sink, write the checkpoint durably, then commit the offsets to Kafka (so lag
   tools see progress). If a sink cannot deliver, every partition rewinds to its last checkpoint.
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from consumers.alertmanager.wiring import open_alert_sink, take_over
+from consumers.kafka_fetcher import FetchProcess, group_busy
 from consumers.kafka_metrics import KafkaMetrics
 from consumers.kafka_partitions import PartitionWorker, process_records
 from consumers.kafka_sinks import KafkaOutputs, ProduceError
@@ -83,6 +85,7 @@ class KafkaRunner:
         self._sinks: dict[str, Sink] = {}
         self._consumer: KafkaConsumer | None = None
         self._workers: dict[int, PartitionWorker] = {}
+        self._fetcher: FetchProcess | None = None
         self._lock = threading.RLock()
         self._ready = False
         self._discard_on_revoke = False
@@ -141,6 +144,14 @@ class KafkaRunner:
                     raise ConfigError("kafka.checkpoint_store = 'local' needs checkpoint.dir")
                 self._store = LocalDirectoryStore(self.config.checkpoint.dir)
         self._consumer = self._make_consumer()
+        if self.kafka.fetch_process and self._fetcher is None:
+            k = self.kafka
+            self._fetcher = FetchProcess(k.client_kwargs(), k.client_id, k.batch_size,
+                                         k.poll_timeout_ms)
+
+    def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
+        if self._fetcher is not None:
+            self._fetcher.follow(consumer, {p: w.offsets for p, w in self._workers.items()})
 
     def _make_consumer(self) -> KafkaConsumer:
         from kafka import KafkaConsumer
@@ -206,6 +217,7 @@ class KafkaRunner:
                     else:
                         consumer.seek_to_beginning(tp)
             self.metrics.assigned(len(self._workers))
+            self._sync_fetcher(consumer)
         log.info("partitions assigned", extra={"partitions": sorted(by_partition)})
         if not self._took_over and self._workers and "alerts" in self._sinks:
             # First non-empty assignment: start pushing and take over the alerts a previous
@@ -233,10 +245,12 @@ class KafkaRunner:
                 self._workers.pop(tp.partition, None)
                 self.metrics.forget(tp.topic, tp.partition)
             self.metrics.assigned(len(self._workers))
+            if self._consumer is not None:
+                self._sync_fetcher(self._consumer)
 
     # ------------------------------------------------------------------ processing
 
-    def _process(self, records: dict[TopicPartition, list[Any]]) -> None:
+    def _process(self, records: dict[TopicPartition, Any]) -> None:
         for tp, recs in records.items():
             worker = self._workers.get(tp.partition)
             if worker is None:
@@ -247,9 +261,11 @@ class KafkaRunner:
                 self.ops.events_received(n)
 
     def _update_lag(self, consumer: KafkaConsumer) -> None:
+        fetcher = self._fetcher
         for tp in consumer.assignment():
             worker = self._workers.get(tp.partition)
-            high = consumer.highwater(tp)
+            high = (consumer.highwater(tp) if fetcher is None
+                    else fetcher.highwaters.get((tp.topic, tp.partition)))
             if worker is not None and high is not None and tp.topic in worker.offsets:
                 self.metrics.lag(tp.topic, tp.partition, high - worker.offsets[tp.topic])
 
@@ -325,11 +341,14 @@ class KafkaRunner:
                     consumer.seek(tp, w.offsets[tp.topic])
                 else:
                     consumer.seek_to_beginning(tp)
+        self._sync_fetcher(consumer)
 
     # ------------------------------------------------------------------ main loop
 
     def run(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set; retry with exponential backoff while Kafka is down."""
+        from kafka.structs import TopicPartition
+
         backoff = 0.5
         while not stop.is_set():
             try:
@@ -338,10 +357,20 @@ class KafkaRunner:
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
                 backoff = 0.5
                 while not stop.is_set():
-                    records = consumer.poll(timeout_ms=self.kafka.poll_timeout_ms)
+                    fetcher = self._fetcher
+                    # with a fetch process, poll() only runs the group protocol (all paused):
+                    # a blocking poll while joining, else a non-blocking one
+                    quick = fetcher is not None and not group_busy(consumer)
+                    records = consumer.poll(timeout_ms=0 if quick else self.kafka.poll_timeout_ms)
                     if records:
                         with self._lock:
                             self._process(records)
+                    if fetcher is not None:
+                        fetched = fetcher.poll(self.kafka.poll_timeout_ms / 1000.0)
+                        if fetched:
+                            with self._lock:
+                                self._process({TopicPartition(t, p): recs
+                                               for (t, p), recs in fetched.items()})
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
                 self._close_consumer(clean=True)
@@ -359,6 +388,9 @@ class KafkaRunner:
 
     def _close_consumer(self, clean: bool) -> None:
         consumer, self._consumer = self._consumer, None
+        fetcher, self._fetcher = self._fetcher, None
+        if fetcher is not None:
+            fetcher.close()
         if consumer is None:
             return
         try:

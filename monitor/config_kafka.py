@@ -84,6 +84,8 @@ class KafkaConfig(BaseModel):
     checkpoint_topic_partitions: int = Field(default=1, gt=0)
 
     batch_size: int = Field(default=2000, gt=0)
+    # Decode records in a child process (consumers/kafka_fetcher.py), pipelined with processing
+    fetch_process: bool = True
     poll_timeout_ms: int = Field(default=500, gt=0)
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     heartbeat_interval_ms: int = Field(default=3000, ge=100)

@@ -70,6 +70,7 @@ checkpoint_every_records = {every}
 checkpoint_every_seconds = {every_seconds}
 batch_size = 500
 poll_timeout_ms = {poll_ms}
+fetch_process = {fetch}
 session_timeout_ms = 6000
 heartbeat_interval_ms = 500
 events_partitions = {partitions}
@@ -130,6 +131,7 @@ class KafkaSetup:
     every_seconds: float = 0.5
     metrics: bool = False
     split: bool = False  # judge and label events on their own co-partitioned topics
+    fetch_process: bool = True  # records decoded by a child process (the default)
     config_path: Path = field(init=False)
     config: CertmonConfig = field(init=False)
 
@@ -140,6 +142,7 @@ class KafkaSetup:
                 bs=self.bootstrap, prefix=self.prefix, every=self.every,
                 every_seconds=self.every_seconds, partitions=self.partitions, poll_ms=200,
                 metrics="true" if self.metrics else "false",
+                fetch="true" if self.fetch_process else "false",
                 extra_topics=(
                     f'judge = "{self.prefix}.judge-scores.v1"\n'
                     f'labels = "{self.prefix}.human-labels.v1"'

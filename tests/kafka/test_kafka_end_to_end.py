@@ -43,14 +43,16 @@ def _sample(text: str, name: str) -> float:
                if line.startswith(name + "{") or line.startswith(name + " "))  # fmt: skip
 
 
+@pytest.mark.parametrize("fetch_process", [True, False], ids=["fetch-process", "one-process"])
 def test_end_to_end_equals_replay(
-    kafka_broker: BrokerInfo, topic_prefix: str, tmp_path: Path
+    kafka_broker: BrokerInfo, topic_prefix: str, tmp_path: Path, fetch_process: bool
 ) -> None:
     kafka_bootstrap = kafka_broker.bootstrap_servers
     # Periodic checkpoints are off (60 s, 100k records): only SIGTERM's final checkpoint
     # can make the store reach the end offsets.
     setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, every=100_000,
-                       every_seconds=60.0, metrics=True)  # fmt: skip
+                       every_seconds=60.0, metrics=True,
+                       fetch_process=fetch_process)  # fmt: skip
     records = make_events(2500, seed=1)
     ref = replay_reference(setup, records)
     assert ref["via"] == "certmon replay"

@@ -43,8 +43,12 @@ def test_kill9_at_random_points_then_restart(
         kills += 1
     stream.join(120)
     consumer = setup.start("final")
+    # running (signal handlers installed) before it may be stopped: the killed runs may
+    # already have checkpointed everything
+    consumer.wait_log("partitions assigned", timeout=60)
     setup.wait_caught_up(procs=[consumer])
-    assert consumer.terminate() == 0
+    rc = consumer.terminate()
+    assert rc == 0, consumer.log_tail()
     assert kills >= 3
 
     state = setup.final_state()
