@@ -223,12 +223,15 @@ def group_busy(consumer: Any) -> bool:
     """Tell whether the group protocol needs a blocking ``poll()`` (joining, no coordinator).
 
     kafka-python completes a join only within one ``poll()`` that waits for the broker's
-    answer: a ``poll(timeout_ms=0)`` re-sends it forever. There is no public API for this,
-    so other kafka-python internals mean "always block" (correct, just slower).
+    answer: a ``poll(timeout_ms=0)`` re-sends it forever. A join in flight is not always a
+    ``need_rejoin()`` (after a metadata change it is only a not-``stable()`` member), so
+    all three are checked. There is no public API for this: other kafka-python internals
+    mean "always block" (correct, just slower).
     """
     coordinator: Any = getattr(consumer, "_coordinator", None)
     try:
-        return bool(coordinator.need_rejoin() or coordinator.coordinator_unknown())
+        return bool(coordinator.coordinator_unknown() or coordinator.need_rejoin()
+                    or not coordinator.stable())
     except AttributeError:
         return True
 

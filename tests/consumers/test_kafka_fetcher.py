@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumers.kafka_fetcher import FetchProcess, decode_frames, encode_frame
+from consumers.kafka_fetcher import FetchProcess, decode_frames, encode_frame, group_busy
 from consumers.kafka_partitions import Columns
 from monitor.errors import CertmonError
 
@@ -103,3 +103,37 @@ def test_child_exits_when_its_parent_goes_away() -> None:
     assert child.stdin is not None
     child.stdin.close()
     assert child.wait(timeout=30) == 0
+
+
+class _Coordinator:
+    def __init__(self, unknown: bool, rejoin: bool, stable: bool) -> None:
+        self.flags = (unknown, rejoin, stable)
+
+    def coordinator_unknown(self) -> bool:
+        return self.flags[0]
+
+    def need_rejoin(self) -> bool:
+        return self.flags[1]
+
+    def stable(self) -> bool:
+        return self.flags[2]
+
+
+class _Consumer:
+    def __init__(self, coordinator: object) -> None:
+        self._coordinator = coordinator
+
+
+def test_group_busy_until_the_member_is_stable() -> None:
+    from kafka.coordinator.consumer import ConsumerCoordinator
+
+    # the installed kafka-python has what group_busy reads (else it always blocks: slow)
+    assert all(hasattr(ConsumerCoordinator, n)
+               for n in ("coordinator_unknown", "need_rejoin", "stable"))
+    assert not group_busy(_Consumer(_Coordinator(False, False, True)))
+    # a join in flight after a metadata change: no rejoin flag, but not stable (a poll(0)
+    # would re-send the JoinGroup forever: the member never got its partitions)
+    assert group_busy(_Consumer(_Coordinator(False, False, False)))
+    assert group_busy(_Consumer(_Coordinator(False, True, True)))
+    assert group_busy(_Consumer(_Coordinator(True, False, True)))
+    assert group_busy(_Consumer(object()))  # other internals: always block
