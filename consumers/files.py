@@ -16,10 +16,12 @@ Examples
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "ev.jsonl"
 >>> _ = p.write_bytes(b'{"a": 1}\n\n{"b": 2}\n')
 >>> src = FileSource(str(p))
->>> [raw for raw in src]
-[b'{"a": 1}', b'{"b": 2}']
+>>> src.read(10), src.event_source(1)["offset"], src.event_source(1)["line"]
+([b'{"a": 1}', b'{"b": 2}'], 10, 3)
 >>> src.position()  # doctest: +ELLIPSIS
 {'kind': 'file', 'path': '...ev.jsonl', 'offset': 19, 'line': 3}
+>>> [raw for raw in FileSource(str(p))]  # one at a time
+[b'{"a": 1}', b'{"b": 2}']
 >>> list(FileSource(str(p), start={"offset": 10, "line": 2}))
 [b'{"b": 2}']
 """
@@ -106,16 +108,9 @@ class FileSource:
         return self.event_source(len(self._events) - 1)
 
     def event_source(self, index: int) -> dict[str, Any]:
-        r"""Where event ``index`` of the last :meth:`read` came from (byte offset and line).
+        """Where event ``index`` of the last :meth:`read` came from (byte offset and line).
 
-        Examples
-        --------
-        >>> import tempfile, pathlib
-        >>> p = pathlib.Path(tempfile.mkdtemp()) / "ev.jsonl"
-        >>> _ = p.write_bytes(b'{"a": 1}\n\n{"b": 2}\n')
-        >>> src = FileSource(str(p))
-        >>> src.read(10), src.event_source(1)["offset"], src.event_source(1)["line"]
-        ([b'{"a": 1}', b'{"b": 2}'], 10, 3)
+        See the module's example (blank lines count in offsets and line numbers).
         """
         if not 0 <= index < len(self._events):
             raise IndexError(f"no event {index} in the last read ({len(self._events)} events)")

@@ -233,7 +233,6 @@ class Runner:
         The first event of every batch is processed alone and timed: the sampled
         ``certmon_event_processing_seconds`` observation.
         """
-        engine = self.engine
         out = self.outputs
         emit_alert = out.alerts.emit
         emit_request = out.requests.emit
