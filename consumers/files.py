@@ -1,7 +1,9 @@
 r"""JSONL file / stdin source with resumable positions.
 
-A position is ``{"kind": "file", "path": PATH, "offset": BYTES, "line": N}``: the byte
-offset of the next line to read and the number of lines consumed so far. A checkpoint
+A position is ``{"kind": "file", "path": PATH, "offset": BYTES, "line": N, "tail_len": K,
+"tail_sha256": H}``: the byte offset of the next line to read, the number of lines consumed
+so far, and the hash of the ``K <= 64`` bytes just before the offset, checked on resume so a
+replaced or rewritten input is refused instead of misread (appending is fine). A checkpoint
 stores it; :class:`FileSource` resumes there (a file by seeking; stdin by reading and
 discarding ``offset`` bytes, which assumes the same stream is piped in again).
 
@@ -18,8 +20,8 @@ Examples
 >>> src = FileSource(str(p))
 >>> src.read(10), src.event_source(1)["offset"], src.event_source(1)["line"]
 ([b'{"a": 1}', b'{"b": 2}'], 10, 3)
->>> src.position()  # doctest: +ELLIPSIS
-{'kind': 'file', 'path': '...ev.jsonl', 'offset': 19, 'line': 3}
+>>> pos = src.position(); pos["offset"], pos["line"], pos["tail_len"]
+(19, 3, 19)
 >>> [raw for raw in FileSource(str(p))]  # one at a time
 [b'{"a": 1}', b'{"b": 2}']
 >>> list(FileSource(str(p), start={"offset": 10, "line": 2}))
@@ -32,6 +34,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from hashlib import sha256
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +43,8 @@ from monitor.checkpoint import Position
 from monitor.errors import SourceError
 
 __all__ = ["FileSource"]
+
+_TAIL_BYTES = 64  # bytes before a checkpoint's offset whose hash is checked on resume
 
 
 class FileSource:
@@ -79,6 +84,7 @@ class FileSource:
         self.path = path
         self.offset = 0
         self.line = 0
+        self._start_tail: tuple[int, str] | None = None
         if start:
             try:
                 self.offset = int(start["offset"])
@@ -87,6 +93,8 @@ class FileSource:
                 raise SourceError(f"invalid file position in checkpoint: {start!r}") from None
             if self.offset < 0 or self.line < 0:
                 raise SourceError(f"invalid file position in checkpoint: {start!r}")
+            if "tail_sha256" in start:  # absent in positions written before the check existed
+                self._start_tail = (int(start["tail_len"]), str(start["tail_sha256"]))
         self.follow = follow
         self.poll_seconds = poll_seconds
         self._stop = should_stop or (lambda: False)
@@ -101,7 +109,26 @@ class FileSource:
 
     def position(self) -> Position:
         """Position after the last line read (what a checkpoint stores)."""
-        return {"kind": "file", "path": self.path, "offset": self.offset, "line": self.line}
+        pos: Position = {"kind": "file", "path": self.path, "offset": self.offset,
+                         "line": self.line}
+        if self._lines:
+            tail = b"".join(self._lines[-4:])[-_TAIL_BYTES:]
+            pos["tail_len"], pos["tail_sha256"] = len(tail), sha256(tail).hexdigest()
+        elif self._start_tail is not None:
+            pos["tail_len"], pos["tail_sha256"] = self._start_tail
+        return pos
+
+    def _check_tail(self, tail: bytes) -> None:
+        """Refuse to resume when the bytes before the checkpoint's offset are not the same."""
+        if self._start_tail is None:
+            return
+        n, expected = self._start_tail
+        if len(tail) != n or sha256(tail).hexdigest() != expected:
+            raise SourceError(
+                f"input {self.path} changed since the checkpoint: the {n} bytes before offset "
+                f"{self.offset} differ (replaced or rewritten, not appended to); start from an "
+                "empty checkpoint directory to read it as new input"
+            )
 
     def last_event_source(self) -> dict[str, Any]:
         """Where the last event read came from (for dead-letter records)."""
@@ -180,6 +207,7 @@ class FileSource:
         if self.path == "-":
             fh = sys.stdin.buffer
             remaining = self.offset
+            tail = b""
             while remaining > 0:
                 chunk = fh.read(min(remaining, 1 << 20))
                 if not chunk:
@@ -188,6 +216,8 @@ class FileSource:
                         f"position is {self.offset}: pipe the same stream again to resume"
                     )
                 remaining -= len(chunk)
+                tail = (tail + chunk)[-_TAIL_BYTES:]
+            self._check_tail(tail[len(tail) - self._start_tail[0]:] if self._start_tail else b"")
             return fh
         try:
             fh = open(self.path, "rb")  # noqa: SIM115
@@ -200,6 +230,10 @@ class FileSource:
                 f"checkpoint position {self.offset} is beyond the end of {self.path} ({size} "
                 "bytes): the input changed since the checkpoint was written"
             )
+        if self._start_tail is not None:
+            n = self._start_tail[0]
+            self._check_tail(os.pread(fh.fileno(), n, self.offset - n) if n <= self.offset
+                             else b"")
         fh.seek(self.offset)
         return fh
 

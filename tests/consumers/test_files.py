@@ -102,3 +102,55 @@ def test_follow_refuses_a_truncated_or_replaced_file(tmp_path: Path, change: str
     t.join(5)
     assert got == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']  # nothing from the new file slipped in
     assert errors and "truncated or replaced" in str(errors[0])
+
+
+def test_resume_checks_the_bytes_before_the_offset(tmp_path: Path) -> None:
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(b"".join(b'{"i": %d, "pad": "%s"}\n' % (i, b"x" * i) for i in range(30)))
+    src = FileSource(str(p))
+    first = src.read(10)
+    pos = src.position()
+    assert pos["tail_len"] == 64 and len(first) == 10
+    # appended to: resumes after the 10 events
+    with p.open("ab") as fh:
+        fh.write(b'{"i": 30}\n')
+    rest = list(FileSource(str(p), start=pos))
+    assert len(rest) == 21 and rest[-1] == b'{"i": 30}'
+    # a position taken before any read carries the start's check over
+    assert FileSource(str(p), start=pos).position() == pos
+    # rewritten (same size, one byte changed just before the offset), or replaced: refused
+    data = bytearray(p.read_bytes())
+    data[pos["offset"] - 3] ^= 1
+    p.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match="changed since the checkpoint"):
+        list(FileSource(str(p), start=pos))
+    p.write_bytes(b'{"other": 1}\n' * 50)
+    with pytest.raises(SourceError, match="changed since the checkpoint"):
+        list(FileSource(str(p), start=pos))
+    # positions written before the check existed still resume
+    old = {k: v for k, v in pos.items() if not k.startswith("tail")}
+    assert len(list(FileSource(str(p), start=old))) > 0
+
+
+def test_stdin_resume_checks_the_skipped_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    data = b"".join(b'{"i": %d}\n' % i for i in range(40))
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(data)
+    src = FileSource(str(p))
+    src.read(25)
+    pos = {**src.position(), "path": "-"}
+
+    class Stdin:
+        def __init__(self, raw: bytes) -> None:
+            self.buffer = io.BufferedReader(io.BytesIO(raw))
+
+    monkeypatch.setattr(sys, "stdin", Stdin(data))
+    assert len(list(FileSource("-", start=pos))) == 15
+    monkeypatch.setattr(sys, "stdin", Stdin(data.replace(b'"i": 24', b'"i": 99')))
+    with pytest.raises(SourceError, match="changed since the checkpoint"):
+        list(FileSource("-", start=pos))
