@@ -12,6 +12,10 @@ Record layout (all records of one key go to the same partition, so they stay ord
   only written after all its chunks are acknowledged, so the latest record under ``KEY`` is
   always complete; chunks of older saves are deleted with tombstones after the new manifest.
 - values above ``max_bytes`` are refused with :class:`CheckpointTooLargeError` and a config hint.
+
+If partitions are added to the topic, a key's newer records land in another partition than its
+older ones; reading, a record of a key from another partition than the key's previous record
+only replaces it if it is newer (record timestamps), so an old checkpoint never comes back.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -117,6 +122,8 @@ class KafkaTopicStore:
         self._reader: KafkaConsumer | None = None
         self._partitions: list[int] = []
         self._latest: dict[str, bytes | _Manifest] = {}
+        # key -> (partition, timestamp ms) of the record behind _latest[key]
+        self._origin: dict[str, tuple[int, int]] = {}
         self._chunks: dict[str, bytes] = {}
 
     # ------------------------------------------------------------------ writing
@@ -188,6 +195,7 @@ class KafkaTopicStore:
         except KafkaError as exc:
             raise CheckpointError(f"checkpoint write to {self.topic!r} failed: {exc!r}") from exc
         self._latest[key] = manifest
+        self._origin[key] = (self._partition_for(key), int(time.time() * 1000))
         for ck in stale:  # chunks of older saves: tombstones (best effort)
             self._chunks.pop(ck, None)
             self._send(ck, None, "chunk")
@@ -218,13 +226,22 @@ class KafkaTopicStore:
         self._reader = reader
         return reader
 
-    def _apply(self, key: str, value: bytes | None, kind: str) -> None:
+    def _apply(
+        self, key: str, value: bytes | None, kind: str, partition: int = 0, timestamp: int = 0
+    ) -> None:
         if kind == "chunk":
             if value is None:
                 self._chunks.pop(key, None)
             else:
                 self._chunks[key] = value
             return
+        origin = self._origin.get(key)
+        if origin is not None and origin[0] != partition and timestamp < origin[1]:
+            # written before partitions were added to the topic: stale
+            log.warning("older checkpoint record in another partition ignored",
+                        extra={"key": key, "partition": partition})
+            return
+        self._origin[key] = (partition, timestamp)
         if value is None:
             self._latest.pop(key, None)
         elif kind == "manifest":
@@ -234,8 +251,6 @@ class KafkaTopicStore:
             self._latest[key] = value
 
     def _catch_up(self) -> None:
-        import time
-
         from kafka.errors import KafkaError
 
         reader = self._ensure_reader()
@@ -250,7 +265,8 @@ class KafkaTopicStore:
                     for rec in records:
                         headers = dict(rec.headers or [])
                         kind = headers.get(HEADER, b"whole").decode()
-                        self._apply(rec.key.decode(), rec.value, kind)
+                        self._apply(rec.key.decode(), rec.value, kind, rec.partition,
+                                    rec.timestamp)
         except KafkaError as exc:
             raise CheckpointError(
                 f"reading checkpoint topic {self.topic!r} failed: {exc!r}"

@@ -130,3 +130,47 @@ def test_outputs_are_delivered_with_keys_and_dead_letters(
         )
         is None
     )
+
+
+def test_checkpoint_store_after_partitions_are_added(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # a key's old records stay in its old partition; after the topic grows, its new ones go
+    # elsewhere: whatever order the partitions are read in, the newest checkpoint wins
+    from kafka.admin import KafkaAdminClient, NewPartitions
+
+    cfg = _config(kafka_bootstrap, topic_prefix)
+    ensure_topics(cfg)
+    keys = [f"{topic_prefix}.events/{p}" for p in range(8)]
+    store = KafkaTopicStore(cfg)
+    for k in keys:
+        store.save(k, b"old " + k.encode())
+    store.close()
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_partitions({cfg.topics.checkpoints: NewPartitions(total_count=4)})
+    admin.close()
+    grown = KafkaTopicStore(cfg)
+    moved = [k for k in keys if grown._partition_for(k) != 0]
+    assert moved, "some keys must map to a new partition"
+    for k in keys:
+        grown.save(k, b"new " + k.encode())
+    grown.close()
+    reader = KafkaTopicStore(cfg)
+    assert {k: reader.load(k) for k in keys} == {k: b"new " + k.encode() for k in keys}
+    reader.close()
+    # the same records applied with the partitions in the worst order: new ones first
+    c = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None)
+    tps = [TopicPartition(cfg.topics.checkpoints, p) for p in range(4)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    end = c.end_offsets(tps)
+    recs = []
+    while any(c.position(tp) < end[tp] for tp in tps):
+        for batch in c.poll(500).values():
+            recs.extend(batch)
+    c.close()
+    worst = KafkaTopicStore(cfg)
+    for r in sorted(recs, key=lambda r: (-r.partition, r.offset)):
+        worst._apply(r.key.decode(), r.value, "whole", r.partition, r.timestamp)
+    assert {k: worst._latest.get(k) for k in keys} == {k: b"new " + k.encode() for k in keys}
+    worst.close()
