@@ -81,8 +81,10 @@ class SuiteConfig(_Section):
     (model, certificate) pairs: ``bonferroni`` tests each at ``delta / family_size``
     (``family_size`` defaults to the number of listed models times the number of
     certificates and is required when a model pattern is a glob such as ``"*"``, because
-    the family would be unknown in advance); ``fixed_sequence`` and ``e_bh`` are applied
-    when reading the state (see :mod:`monitor.state.family`).
+    the family would be unknown in advance; models seen once the family is full are refused
+    and reported as ``refused_models``, since testing them would spend more than ``delta``);
+    ``fixed_sequence`` and ``e_bh`` are applied when reading the state (see
+    :mod:`monitor.state.family`).
 
     Precision and strata (optional; absent means the behaviour of the engine issue):
     ``precision = epsilon`` on one certificate adds a Cer-Eval certified interval for each
@@ -164,6 +166,12 @@ class SuiteConfig(_Section):
             raise ValueError(
                 "family_size is required with multiplicity = 'bonferroni' when models contains a "
                 "glob (the number of models is not known in advance)"
+            )
+        listed = sum(not _is_glob(m) for m in self.models) * len(self.certificates)
+        if self.family_size is not None and listed > self.family_size:
+            raise ValueError(
+                f"family_size ({self.family_size}) is smaller than the listed models x "
+                f"certificates ({listed})"
             )
         return self
 

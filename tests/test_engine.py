@@ -332,6 +332,30 @@ def test_bonferroni_glob_needs_family_size() -> None:
     assert m["log_threshold"] == pytest.approx(math.log(4 / 0.1))
 
 
+def test_bonferroni_refuses_models_beyond_the_family() -> None:
+    # family_size = 2 with one certificate: the third model seen would spend more than delta
+    cfg = make_config(multiplicity="bonferroni", family_size=2)
+    eng = Engine(cfg)
+    for i, m in enumerate(["a", "b", "c", "a", "c", "d"]):
+        eng.process(ev("judge", f"j{i}", f"x{i}", model=m, audit=False))
+    s = eng.state_view()["suites"]["qa"]
+    assert sorted(s["models"]) == ["a", "b"]
+    assert s["refused_models"] == {"events": 3, "names": ["c", "d"]}
+    assert eng.counters["unrouted"] == 3
+    m = s["models"]["a"]["certificates"]["risk"]["methods"]["r_eval"]
+    assert m["log_threshold"] == pytest.approx(math.log(2 / 0.1))
+    back = Engine.restore(cfg, json.loads(json.dumps(eng.snapshot())))
+    back.process(ev("judge", "j9", "x9", model="e", audit=False))
+    assert back.state_view()["suites"]["qa"]["refused_models"] == {
+        "events": 4, "names": ["c", "d", "e"]}
+    # no refusal without Bonferroni, and no key when nothing was refused
+    free = Engine(make_config())
+    free.process(ev("judge", "j", "x", model="c", audit=False))
+    assert "refused_models" not in free.state_view()["suites"]["qa"]
+    with pytest.raises(ValueError, match="smaller than the listed models"):
+        make_config(models=["a", "b", "c"], multiplicity="bonferroni", family_size=2)
+
+
 def test_fixed_sequence_gates_in_order() -> None:
     lines = certify_stream("a", 40, 0.0) + certify_stream("b", 40, 0.5)
     for order, a_status in ((["a", "b"], "certified"), (["b", "a"], "pending")):

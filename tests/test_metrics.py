@@ -185,6 +185,14 @@ def test_collector_reads_state_at_scrape_time() -> None:
     assert reg.get_sample_value("certmon_certificate_state", {**plus, "state": "violated"}) == 1
 
 
+def test_collector_exposes_refused_model_events() -> None:
+    state = make_state()
+    reg = registry_for(state)
+    assert reg.get_sample_value("certmon_refused_model_events_total", {"suite": "qa"}) is None
+    state["suites"]["qa"]["refused_models"] = {"events": 7, "names": ["x"]}
+    assert reg.get_sample_value("certmon_refused_model_events_total", {"suite": "qa"}) == 7
+
+
 def test_collector_tolerates_partial_and_empty_documents() -> None:
     docs: list[dict[str, Any]] = [
         {}, {"suites": {}}, {"suites": {"s": {}}}, {"suites": {"s": {"models": {"m": {}}}}},

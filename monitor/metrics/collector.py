@@ -118,6 +118,10 @@ class _Families:
         self.stratum_labels = CounterMetricFamily(
             "certmon_stratum_labels", "Labels used by the stratified certificate, per stratum.",
             labels=list(_STRATUM))
+        self.refused = CounterMetricFamily(
+            "certmon_refused_model_events",
+            "Events of models refused because the suite's Bonferroni family is full.",
+            labels=["suite"])
 
     def gauge(self, name: str, labels: list[str], value: Any) -> None:
         number = _num(value)
@@ -129,6 +133,7 @@ class _Families:
         yield from self.counters.values()
         yield self.expired
         yield self.stratum_labels
+        yield self.refused
 
 
 class StateCollector(Collector):
@@ -224,6 +229,9 @@ class StateCollector(Collector):
             for model, model_view in sorted(_mapping(_mapping(suite_view).get("models")).items()):
                 _add_model(families, str(suite), str(model), _mapping(model_view))
             selection.add(str(suite), _mapping(_mapping(suite_view).get("selection")))
+            refused = _num(_mapping(_mapping(suite_view).get("refused_models")).get("events"))
+            if refused is not None:
+                families.refused.add_metric([str(suite)], refused)
         return [*families.all(), *selection.all()]
 
     def _read(self) -> Mapping[str, Any]:

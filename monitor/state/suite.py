@@ -74,6 +74,8 @@ from monitor.state.views import alert_evidence, model_view
 
 __all__ = ["SuiteState"]
 
+_MAX_REFUSED = 20  # refused model names kept for STATE.json (the count is exact)
+
 
 
 class SuiteState:
@@ -84,6 +86,9 @@ class SuiteState:
         self.config = config
         c = config
         self.models: dict[str, ModelState] = {}
+        # events of models refused because the Bonferroni family is full (see model())
+        self.refused: list[str] = []
+        self.refused_count = 0
         self.watermark = -math.inf
         self.ids = FifoExpiringMap(c.dedupe_max_ids, c.dedupe_ttl_seconds)
         # recent units ("j"/"l" + unit key), always exactly the payloads of ``ids``
@@ -153,10 +158,21 @@ class SuiteState:
         return len(c.models) * len(self._certs)
 
     def model(self, name: str, ts: float, alerts: list[Alert]) -> ModelState | None:
-        """Return the model's state (created on first sight), or None if it is not monitored."""
+        """Return the model's state (created on first sight), or None if it is not monitored.
+
+        Under Bonferroni a model beyond the family (``(models + 1) x certificates >
+        family_size``) is refused: testing it would spend more than ``delta``. Its events
+        count as unrouted and its name is listed (up to 20) in the suite's ``refused_models``.
+        """
         m = self.models.get(name)
         if m is None:
             if not self.config.matches_model(name):
+                return None
+            if self.config.multiplicity == "bonferroni" and (len(self.models) + 1) * len(
+                    self._certs) > self.config.effective_family_size:
+                self.refused_count += 1
+                if len(self.refused) < _MAX_REFUSED and name not in self.refused:
+                    self.refused.append(name)
                 return None
             m = self.models[name] = self._new_model(name)
             if self._family_rule:
@@ -378,11 +394,14 @@ class SuiteState:
     # ------------------------------------------------------------------ views
     def view(self) -> dict[str, Any]:
         """Return this suite's part of STATE.json."""
-        return {
+        view: dict[str, Any] = {
             "multiplicity": self.config.multiplicity,
             "family_size": self.family_size,
             "models": {name: model_view(m, self._certs) for name, m in self.models.items()},
         }
+        if self.refused_count:
+            view["refused_models"] = {"events": self.refused_count, "names": list(self.refused)}
+        return view
 
     # ------------------------------------------------------------------ snapshot
     def to_dict(self) -> dict[str, Any]:
@@ -395,6 +414,7 @@ class SuiteState:
             "pending": self.pending.to_columns(),
             "orphans": self.orphans.to_columns(),
             "rounded": self.rounded.to_columns(),
+            "refused": [self.refused_count, list(self.refused)],
         }
 
     @classmethod
@@ -415,6 +435,8 @@ class SuiteState:
         s.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])
         s.rounded = ExpiringMap.from_columns(c.max_round_units, math.inf, d["rounded"])
         s._due = min(s.ids.due(), s.pending.due(), s.orphans.due())
+        count, names = d.get("refused", [0, []])  # absent in older snapshots
+        s.refused_count, s.refused = int(count), [str(n) for n in names]
         s._bind()
         return s
 
