@@ -266,6 +266,7 @@ def _child() -> int:
     cfg = setup.pop(0)
     consumer = KafkaConsumer(**cfg["client"], client_id=f"{cfg['client_id']}-fetch",
                              group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest",  # as the group member's consumer
                              max_poll_records=cfg["max_poll_records"])
     epoch = 0
     assigned: list[Any] = []
