@@ -181,9 +181,8 @@ class FetchProcess:
             raise CertmonError("fetch process: no record pipe")
         fd = stdout.fileno()
         out: dict[tuple[str, int], Columns] = {}
-        wait = timeout
         while True:
-            ready, _, _ = select.select([fd], [], [], wait)
+            ready, _, _ = select.select([fd], [], [], timeout)
             if not ready:
                 break
             chunk = os.read(fd, 1 << 20)
@@ -200,8 +199,8 @@ class FetchProcess:
                 got = out.setdefault((topic, partition), Columns([], []))
                 got.offsets.extend(offsets)
                 got.values.extend(values)
-            if out:
-                wait = 0.0  # take what is already there, then return
+            if out:  # one read's worth (at most 1 MiB): the caller processes it, then polls
+                break
         return out
 
     def close(self) -> None:
