@@ -18,17 +18,15 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.stats.bets import BetConfig, up_grid
+from monitor.stats.grid_batch import accumulate_wsr_rounds, edge_candidates, wsr_rounds_stats
 from monitor.stats.grid_wealth import (
-    accumulate_wsr_rounds,
     bet_caps,
-    edge_candidates,
     fold_wsr_sums,
     grid_points,
     hull_edges,
     log_mixture,
     may_move_edges,
     update_log_wealth,
-    wsr_rounds_stats,
 )
 
 __all__ = ["GridMember", "SharedGridWealth"]
