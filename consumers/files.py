@@ -130,10 +130,6 @@ class FileSource:
                 "empty checkpoint directory to read it as new input"
             )
 
-    def last_event_source(self) -> dict[str, Any]:
-        """Where the last event read came from (for dead-letter records)."""
-        return self.event_source(len(self._events) - 1)
-
     def event_source(self, index: int) -> dict[str, Any]:
         """Where event ``index`` of the last :meth:`read` came from (byte offset and line).
 

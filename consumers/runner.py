@@ -94,8 +94,7 @@ class IterSource:
     def read(self, limit: int) -> list[bytes]:
         """Up to ``limit`` events (after skipping those the start position already covers)."""
         if self._skip:
-            for _ in islice(self._events, self._skip):
-                pass
+            next(islice(self._events, self._skip, self._skip), None)  # drop the covered ones
             self._skip = 0
         batch = list(islice(self._events, limit))
         self._before = self.count

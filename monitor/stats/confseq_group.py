@@ -295,7 +295,6 @@ class SharedGridWealth:
         self.rounds += 1
         if self._dead:
             return
-        t = self.rounds
         if self._up is None:
             self._pending.append(q)
             if len(self._pending) >= self._chunk:
@@ -304,7 +303,7 @@ class SharedGridWealth:
         lw = self.log_wealth
         update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
                           self._win_scratch)
-        self.total, self.dev = fold_wsr_sums(q, t, self._mu0_l, self.total, self.dev)
+        self.total, self.dev = fold_wsr_sums(q, self.rounds, self._mu0_l, self.total, self.dev)
         live = self._live()
         for m in live:
             m.check(lw, self.first)
