@@ -40,8 +40,8 @@ import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from consumers.kafka_source import KafkaRunner
-from consumers.kafka_topics import ensure_topics
+from consumers.kafka.source import KafkaRunner
+from consumers.kafka.topics import ensure_topics
 from consumers.testing.kafka_broker import KAFKA_VERSION, KafkaBroker, fetch_kafka
 from monitor.config import parse_config
 from monitor.engine import Engine
@@ -217,7 +217,7 @@ def main() -> None:
 
         text = config_text(0)
         cfg = parse_config(text)
-        from consumers.kafka_source import kafka_config_of
+        from consumers.kafka.source import kafka_config_of
 
         kcfg = kafka_config_of(cfg)
         ensure_topics(kcfg)

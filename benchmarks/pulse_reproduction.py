@@ -28,8 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from monitor.stats.lowrank import LogisticLowRank, fit_logistic_factors, sigmoid
-from monitor.stats.pulse import SelectionBandit, SelectionConfig
+from monitor.stats.pulse.bandit import SelectionBandit, SelectionConfig
+from monitor.stats.pulse.lowrank import LogisticLowRank, fit_logistic_factors, sigmoid
 
 # label -> (method, lambda rule)
 METHODS = {

@@ -8,7 +8,7 @@ Then a certificate's three methods: three RiskMonitors vs one CertificateGroup, 
     python benchmarks/stats_throughput.py [--rounds 200000] [--seed 0]
 
 Last run (2026-11-21, 2-core VM shared with CI, load average 3.3-3.5; rounds per CPU-second,
-before -> after the confidence-sequence fast path of monitor/stats/confseq.py):
+before -> after the confidence-sequence fast path of monitor/stats/betting/confseq.py):
 
     R-AutoEval+ S=10 WSR, no CS             151,416 ->   158,985   (unchanged code)
     R-AutoEval+ S=10 UP(64), no CS           28,074 ->    26,976   (unchanged code)
@@ -18,8 +18,8 @@ before -> after the confidence-sequence fast path of monitor/stats/confseq.py):
     R-Eval WSR, CS grid 1000                 31,052 ->    87,107
 
 A certificate's three methods (r_eval, r_autoeval, r_autoeval_plus S=10): three independent
-RiskMonitors vs one CertificateGroup (monitor/stats/risk_group.py; bit-identical results), same
-run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2 CPUs):
+RiskMonitors vs one CertificateGroup (monitor/stats/betting/risk_group.py; bit-identical results),
+same run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2 CPUs):
 
     WSR, no CS                               86,652 ->   108,027   (x1.25)
     WSR, CS grid 1000                        15,257 ->    25,135   (x1.65)
@@ -35,9 +35,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from monitor.stats.bets import BetConfig
-from monitor.stats.risk import RiskMonitor
-from monitor.stats.risk_group import CertificateGroup
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.risk import RiskMonitor
+from monitor.stats.betting.risk_group import CertificateGroup
 
 Round = tuple[float, float, float | None]
 

@@ -26,8 +26,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from monitor.stats.allocation import heuristic_sd, optimal_allocation
-from monitor.stats.stratppi import stratified_ppi
+from monitor.stats.stratppi.allocation import heuristic_sd, optimal_allocation
+from monitor.stats.stratppi.estimator import stratified_ppi
 
 GAUSS = {
     "homogeneous": ((0.0, 0.0), (0.5, 0.5)),

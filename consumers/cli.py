@@ -25,7 +25,7 @@ from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.files import FileSource
 from consumers.progress import Ticker, inspect_lines, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
-from consumers.selection_cli import register as register_selection
+from consumers.selection.cli import register as register_selection
 from monitor.checkpoint import LocalDirectoryStore
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError, ConfigError
@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _load(args)
     if config.source.kind == "kafka":
-        from consumers.kafka_source import run_kafka
+        from consumers.kafka.source import run_kafka
 
         stop_event = threading.Event()
         restore_signals = install_signal_handlers(stop_event.set)
@@ -151,8 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         open_sink(config.sinks.dead_letters, append=True),
     )
     runner = Runner(config, outputs, store=store, metrics=ops)
-    runner.engine, runner.start_position = probe.engine, start
-    runner._synced = runner.engine.counters
+    runner.adopt(probe.engine, start)
     take_over(outputs.alerts, runner.view())
     registry.register(StateCollector(runner.view))
     server = None

@@ -203,6 +203,12 @@ class Runner:
         self._synced = self._counter_snapshot()
         return position
 
+    def adopt(self, engine: Engine, position: Position | None) -> None:
+        """Continue from an engine restored elsewhere (e.g. by a probe runner) at ``position``."""
+        self.engine = engine
+        self.start_position = position
+        self._synced = self._counter_snapshot()
+
     def stop(self) -> None:
         """Ask the loop to stop after the current event (signal-handler safe)."""
         self._stop.set()

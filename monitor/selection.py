@@ -1,7 +1,7 @@
 r"""Selection-mode suites: the ``[suites.selection]`` section, its benchmark, a synthetic one.
 
 A suite with ``mode = "selection"`` holds a fixed benchmark (candidate models x example ids)
-and runs PULSE best-model identification over it (:mod:`monitor.stats.pulse`): certmon emits
+and runs PULSE best-model identification over it (:mod:`monitor.stats.pulse.bandit`): certmon emits
 evaluation requests and consumes the resulting scores (see :mod:`monitor.state.selection`).
 This module is the configuration boundary (pydantic, file loading) plus a synthetic low-rank
 benchmark used by the evaluation worker, the demo and the tests.
@@ -36,8 +36,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from monitor.stats.lowrank import sigmoid
-from monitor.stats.pulse import SelectionConfig
+from monitor.stats.pulse.bandit import SelectionConfig
+from monitor.stats.pulse.lowrank import sigmoid
 
 __all__ = [
     "KICKOFF_EXAMPLE_ID",
@@ -133,7 +133,7 @@ class SelectionSettings(BaseModel):
         Historical score matrix (``.npy`` / ``.json``, shape ``(H, N)``, NaN/null unobserved):
         warm-starts the example factors (fitted once, then frozen; unused by ``"ucbe"``).
     method : {"pulse", "ucbe", "naive"}
-        Estimator driving UCB-E (see :class:`monitor.stats.pulse.SelectionConfig`).
+        Estimator driving UCB-E (see :class:`monitor.stats.pulse.bandit.SelectionConfig`).
     budget : int, optional
         Total evaluations (default: every model on every example).
     batch_size, max_outstanding, refit_every, init_pulls : int
@@ -214,7 +214,7 @@ class SelectionSettings(BaseModel):
         return self._history
 
     def to_selection_config(self) -> SelectionConfig:
-        """Return the :class:`~monitor.stats.pulse.SelectionConfig` of this suite."""
+        """Return the :class:`~monitor.stats.pulse.bandit.SelectionConfig` of this suite."""
         return SelectionConfig(
             method=self.method, batch_size=self.batch_size, budget=self.budget,
             init_pulls=self.init_pulls, exploration=self.exploration,

@@ -12,8 +12,8 @@ from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.errors import CheckpointError
-from monitor.stats.bets import BetConfig
-from monitor.stats.risk import RiskMonitor
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.risk import RiskMonitor
 
 
 def make_config(certs: list[dict[str, Any]] | None = None, **suite: Any) -> CertmonConfig:

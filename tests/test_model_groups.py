@@ -8,7 +8,7 @@ import numpy as np
 
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, build_monitor
-from monitor.stats.risk import RiskMonitor
+from monitor.stats.betting.risk import RiskMonitor
 
 
 def test_model_state_groups_equal_independent_monitors_across_restore() -> None:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
-from monitor.stats.bets import BetConfig
-from monitor.stats.risk import RiskMonitor
-from monitor.stats.risk_group import CertificateGroup
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.risk import RiskMonitor
+from monitor.stats.betting.risk_group import CertificateGroup
 
 if TYPE_CHECKING:
     from monitor.state.strata import StrataState

@@ -1,7 +1,7 @@
 r"""State of selection-mode suites: PULSE over a benchmark, driven by events.
 
 A suite with ``mode = "selection"`` (see :mod:`monitor.selection`) holds one
-:class:`~monitor.stats.pulse.SelectionBandit`. certmon asks the outside world to evaluate
+:class:`~monitor.stats.pulse.bandit.SelectionBandit`. certmon asks the outside world to evaluate
 models on batches of examples and reads the answers back as ordinary events:
 
 - **request** (to the requests sink): ``{"kind": "evaluate", "suite", "model",
@@ -63,8 +63,8 @@ from monitor.checkpoint import canonical_json
 from monitor.events import Event
 from monitor.selection import KICKOFF_EXAMPLE_ID, SelectionSettings
 from monitor.state.model import finite_or_none
-from monitor.stats.lowrank import fit_logistic_factors
-from monitor.stats.pulse import SelectionBandit
+from monitor.stats.pulse.bandit import SelectionBandit
+from monitor.stats.pulse.lowrank import fit_logistic_factors
 
 if TYPE_CHECKING:
     from monitor.config import CertmonConfig

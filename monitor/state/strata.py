@@ -5,8 +5,8 @@ Configured by ``[suites.strata]`` and/or a certificate's ``precision`` (see
 in a stratum (the event's ``stratum`` field, or a frozen equal-mass bin of the judge loss, or one
 stratum when only ``precision`` is set), counts traffic per stratum, keeps per-stratum audit
 rates steered by the allocation rule, and feeds a Cer-Eval
-:class:`~monitor.stats.cereval.StratifiedCertifiedMean` (anytime-valid) and a
-:class:`~monitor.stats.stratppi.StratifiedPPIMean` (asymptotic only) with the labels.
+:class:`~monitor.stats.cereval.certified_mean.StratifiedCertifiedMean` (anytime-valid) and a
+:class:`~monitor.stats.stratppi.estimator.StratifiedPPIMean` (asymptotic only) with the labels.
 
 Audit decision (once, at judge-event time; ``u`` is the unit's salted-hash uniform):
 
@@ -29,9 +29,9 @@ Validity. (1) Stratified certificate: a unit of stratum k arriving at time t is 
 probability ``r_k(t)``, a function of the past and of k only, and ``u`` is independent of the
 unit's losses; so, given the past and k, a labelled unit's human loss has the stratum's loss
 distribution, and the labels of stratum k are conditionally i.i.d. as
-:class:`~monitor.stats.cereval.StratifiedCertifiedMean` requires (adaptive choice of which
-stratum to label is allowed). The interval covers the **risk over the traffic seen** (after any
-warm-up), ``sum_k p_k R_k`` with ``p_k`` the observed traffic shares, whatever the audit rates.
+:class:`~monitor.stats.cereval.certified_mean.StratifiedCertifiedMean` requires (adaptive choice of
+which stratum to label is allowed). The interval covers the **risk over the traffic seen** (after
+any warm-up), ``sum_k p_k R_k`` with ``p_k`` the observed traffic shares, whatever the audit rates.
 (2) Betting certificates: a unit is a betting round with probability ``m(t)``, the same for every
 unit whatever its stratum and losses, and joins the synthetic block with probability
 ``1 - m(t)``, again the same for every unit; so rounds and blocks are uniform samples of the
@@ -63,21 +63,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from monitor.alerts import Alert, label_request, make_alert
-from monitor.stats.allocation import audit_rates
-from monitor.stats.cereval import StratifiedCertifiedMean
-from monitor.stats.partition import OTHER, JudgeLossBins, LabelStrata
-from monitor.stats.stratppi import StratifiedPPIMean
+from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
+from monitor.stats.cereval.partition import OTHER, JudgeLossBins, LabelStrata
+from monitor.stats.stratppi.allocation import audit_rates
+from monitor.stats.stratppi.estimator import StratifiedPPIMean
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from monitor.config import CertificateConfig, SuiteConfig
-    from monitor.events import Event
-    from monitor.state.model import ModelState
-    from monitor.state.suite import SuiteState
 
-__all__ = ["TOP_UP", "UNIFORM", "StrataSpec", "StrataState", "strata_judge", "strata_label"]
+__all__ = ["TOP_UP", "UNIFORM", "StrataSpec", "StrataState"]
 
 UNIFORM = "uniform"
 TOP_UP = "top_up"
@@ -337,65 +333,3 @@ class StrataState:
         if len(st.rates) != spec.count or st.cert.n_strata != spec.count:
             raise ValueError("strata state does not match the configured count")
         return st
-
-
-# ---------------------------------------------------------------------- engine hooks
-def strata_judge(
-    suite: SuiteState,
-    model: ModelState,
-    strata: StrataState,
-    ev: Event,
-    key: str,
-    tick: float,
-    human_first: float | None,
-    alerts: list[Alert],
-    requests: list[dict[str, Any]],
-) -> None:
-    """Judge-event path of a model with strata (``human_first``: a label that came first)."""
-    u = 1.0 if ev.audit is not None else suite.audit_u(ev.model, ev.example_id)
-    k, sample = strata.judge(ev.stratum, ev.loss, ev.audit, u)
-    if sample != UNIFORM:
-        # unaudited for the betting certificates: the synthetic block (top-up units included)
-        model.block_sum += ev.loss
-        model.block_count += 1
-    if sample is None:
-        if human_first is not None:
-            model.counts["unsolicited_labels"] += 1
-        return
-    if human_first is not None:
-        strata_label(suite, model, strata, key, [k, sample], human_first, ev.loss, ev.ts, tick,
-                     alerts)
-        return
-    model.pending_units += 1
-    payload = [ev.model, ev.loss, ev.event_id, ev.stratum, [k, sample]]
-    for _, p in suite.pending.put(key, tick, payload):
-        suite._expired_pending(p)
-    if ev.audit is None and suite.config.label_requests:
-        req = label_request(suite.name, ev.model, ev.example_id, ev.event_id, ev.ts, ev.stratum)
-        req.update(strata.request_fields(k, sample))
-        requests.append(req)
-        model.counts["label_requests"] += 1
-
-
-def strata_label(
-    suite: SuiteState,
-    model: ModelState,
-    strata: StrataState,
-    key: str,
-    tag: list[Any],
-    human: float,
-    judge: float,
-    ts: float,
-    tick: float,
-    alerts: list[Alert],
-) -> None:
-    """Use a labelled unit of a model with strata: betting round if uniform; stratified label."""
-    k, sample = tag
-    if sample == UNIFORM:
-        suite._round(model, key, human, judge, ts, tick, alerts)
-    else:
-        suite.rounded.put(key, tick)
-    if strata.label(None if k is None else int(k), human, judge):
-        alerts.append(make_alert("precision_reached", suite.name, model.name,
-                                 strata.spec.certificate, "cereval", strata.cert.n_labels, ts,
-                                 strata.evidence()))

@@ -69,7 +69,7 @@ from monitor.events import Event
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.model import ModelState
-from monitor.state.strata import StrataSpec, StrataState, strata_judge, strata_label
+from monitor.state.strata import UNIFORM, StrataSpec, StrataState
 from monitor.state.views import alert_evidence, model_view
 
 __all__ = ["SuiteState"]
@@ -256,7 +256,7 @@ class SuiteState:
             model.orphan_labels -= 1
         if model.strata is not None:  # stratified auditing (monitor.state.strata)
             human = None if entry is None else float(entry[1][1])
-            strata_judge(self, model, model.strata, ev, key, tick, human, alerts, requests)
+            self._judge_stratified(model, model.strata, ev, key, tick, human, alerts, requests)
             return
         if ev.audit is not None:
             audited, by_hash = ev.audit, False
@@ -300,8 +300,8 @@ class SuiteState:
         if pend is not None:
             model.pending_units -= 1
             if model.strata is not None:
-                strata_label(self, model, model.strata, key, pend[4], ev.loss, float(pend[1]),
-                             ev.ts, tick, alerts)
+                self._label_stratified(model, model.strata, key, pend[4], ev.loss,
+                                       float(pend[1]), ev.ts, tick, alerts)
                 return
             self._round(model, key, ev.loss, float(pend[1]), ev.ts, tick, alerts)
         elif "j" + key in self.units:
@@ -310,6 +310,67 @@ class SuiteState:
             model.orphan_labels += 1
             for _, p in self.orphans.put(key, tick, [ev.model, ev.loss]):
                 self._expired_orphan(p)
+
+    def _judge_stratified(
+        self,
+        model: ModelState,
+        strata: StrataState,
+        ev: Event,
+        key: str,
+        tick: float,
+        human_first: float | None,
+        alerts: list[Alert],
+        requests: list[dict[str, Any]],
+    ) -> None:
+        # Judge event of a model with strata: the strata decide (uniform, top-up or none), the
+        # suite acts (human_first: a label that came first).
+        u = 1.0 if ev.audit is not None else self.audit_u(ev.model, ev.example_id)
+        k, sample = strata.judge(ev.stratum, ev.loss, ev.audit, u)
+        if sample != UNIFORM:
+            # unaudited for the betting certificates: the synthetic block (top-ups included)
+            model.block_sum += ev.loss
+            model.block_count += 1
+        if sample is None:
+            if human_first is not None:
+                model.counts["unsolicited_labels"] += 1
+            return
+        if human_first is not None:
+            self._label_stratified(model, strata, key, [k, sample], human_first, ev.loss, ev.ts,
+                                   tick, alerts)
+            return
+        model.pending_units += 1
+        payload = [ev.model, ev.loss, ev.event_id, ev.stratum, [k, sample]]
+        for _, p in self.pending.put(key, tick, payload):
+            self._expired_pending(p)
+        if ev.audit is None and self.config.label_requests:
+            req = label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts,
+                                ev.stratum)
+            req.update(strata.request_fields(k, sample))
+            requests.append(req)
+            model.counts["label_requests"] += 1
+
+    def _label_stratified(
+        self,
+        model: ModelState,
+        strata: StrataState,
+        key: str,
+        tag: list[Any],
+        human: float,
+        judge: float,
+        ts: float,
+        tick: float,
+        alerts: list[Alert],
+    ) -> None:
+        # A labelled unit of a model with strata: a betting round if uniform; a stratified label.
+        k, sample = tag
+        if sample == UNIFORM:
+            self._round(model, key, human, judge, ts, tick, alerts)
+        else:
+            self.rounded.put(key, tick)
+        if strata.label(None if k is None else int(k), human, judge):
+            alerts.append(make_alert("precision_reached", self.name, model.name,
+                                     strata.spec.certificate, "cereval", strata.cert.n_labels,
+                                     ts, strata.evidence()))
 
     def _round(
         self,

@@ -6,29 +6,29 @@ submodule imports) on first access. Submodules import each other by their full p
 through this package, so there is no import cycle, and importing one submodule does not load the
 others.
 
-=============================  ===========================================================
-Submodule                      Public names
-=============================  ===========================================================
-:mod:`~.bets`                  :class:`BetConfig`
-:mod:`~.eprocess`              :class:`BettingEProcess`
-:mod:`~.autoeval`              :class:`AutoEvalTest`, :func:`method_rhos`,
-                               :func:`effective_observations`
-:mod:`~.risk`                  :class:`RiskMonitor`
-:mod:`~.risk_group`            :class:`CertificateGroup`
-:mod:`~.confseq`               :class:`HedgedConfidenceSequence`
-:mod:`~.multiplicity`          :func:`bonferroni_deltas`, :func:`fixed_sequence`, :func:`e_bh`
-:mod:`~.bernstein`             :class:`SequentialMean`
-:mod:`~.cereval`               :class:`StratifiedCertifiedMean`
-:mod:`~.stratppi`              :class:`StratifiedPPIMean`
-:mod:`~.partition`             :class:`LabelStrata`, :class:`JudgeLossBins`,
-                               :class:`NearestNeighbourPartition`
-:mod:`~.allocation`            :func:`audit_rates`
-:mod:`~.lowrank`               :class:`LogisticLowRank`
-:mod:`~.aipw`                  :class:`AIPWEstimator`
-:mod:`~.bestarm`               :class:`BestModelCertifier`
-:mod:`~.pulse`                 :class:`SelectionBandit`
-:mod:`~.selection_config`      :class:`SelectionConfig`
-=============================  ===========================================================
+One package per method family, each opening with what lives there and what it may import:
+
+==============================  ===========================================================
+Package / module                Paper, concept and public names
+==============================  ===========================================================
+:mod:`~.betting`                R-AutoEval+: :class:`BetConfig`, :class:`BettingEProcess`,
+                                :class:`AutoEvalTest`, :func:`method_rhos`,
+                                :func:`effective_observations`, :class:`RiskMonitor`,
+                                :class:`CertificateGroup`, :class:`HedgedConfidenceSequence`
+:mod:`~.cereval`                Cer-Eval: :class:`SequentialMean`,
+                                :class:`StratifiedCertifiedMean`, :class:`LabelStrata`,
+                                :class:`JudgeLossBins`, :class:`NearestNeighbourPartition`
+:mod:`~.stratppi`               StratPPI: :class:`StratifiedPPIMean`, :func:`audit_rates`
+:mod:`~.pulse`                  PULSE: :class:`SelectionConfig`, :class:`LogisticLowRank`,
+                                :class:`AIPWEstimator`, :class:`BestModelCertifier`,
+                                :class:`SelectionBandit`
+:mod:`~.multiplicity`           shared: :func:`bonferroni_deltas`, :func:`fixed_sequence`,
+                                :func:`e_bh`
+==============================  ===========================================================
+
+Layer rule: everything under ``monitor/stats`` imports numpy and the standard library only
+(never pydantic, I/O, or the rest of :mod:`monitor`); :mod:`monitor` core builds on it and
+:mod:`consumers` on both (enforced by ``tests/test_architecture.py``).
 
 Examples
 --------
@@ -37,7 +37,7 @@ Examples
 'wsr'
 >>> stats.bonferroni_deltas(0.05, 2)
 [0.025, 0.025]
->>> from monitor.stats.pulse import SelectionConfig
+>>> from monitor.stats.pulse.bandit import SelectionConfig
 >>> stats.SelectionConfig is SelectionConfig
 True
 """
@@ -48,23 +48,27 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from monitor.stats.aipw import AIPWEstimator
-    from monitor.stats.allocation import audit_rates
-    from monitor.stats.autoeval import AutoEvalTest, effective_observations, method_rhos
-    from monitor.stats.bernstein import SequentialMean
-    from monitor.stats.bestarm import BestModelCertifier
-    from monitor.stats.bets import BetConfig
-    from monitor.stats.cereval import StratifiedCertifiedMean
-    from monitor.stats.confseq import HedgedConfidenceSequence
-    from monitor.stats.eprocess import BettingEProcess
-    from monitor.stats.lowrank import LogisticLowRank
+    from monitor.stats.betting.autoeval import AutoEvalTest, effective_observations, method_rhos
+    from monitor.stats.betting.bets import BetConfig
+    from monitor.stats.betting.confseq import HedgedConfidenceSequence
+    from monitor.stats.betting.eprocess import BettingEProcess
+    from monitor.stats.betting.risk import RiskMonitor
+    from monitor.stats.betting.risk_group import CertificateGroup
+    from monitor.stats.cereval.bernstein import SequentialMean
+    from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
+    from monitor.stats.cereval.partition import (
+        JudgeLossBins,
+        LabelStrata,
+        NearestNeighbourPartition,
+    )
     from monitor.stats.multiplicity import bonferroni_deltas, e_bh, fixed_sequence
-    from monitor.stats.partition import JudgeLossBins, LabelStrata, NearestNeighbourPartition
-    from monitor.stats.pulse import SelectionBandit
-    from monitor.stats.risk import RiskMonitor
-    from monitor.stats.risk_group import CertificateGroup
-    from monitor.stats.selection_config import SelectionConfig
-    from monitor.stats.stratppi import StratifiedPPIMean
+    from monitor.stats.pulse.aipw import AIPWEstimator
+    from monitor.stats.pulse.bandit import SelectionBandit
+    from monitor.stats.pulse.bestarm import BestModelCertifier
+    from monitor.stats.pulse.config import SelectionConfig
+    from monitor.stats.pulse.lowrank import LogisticLowRank
+    from monitor.stats.stratppi.allocation import audit_rates
+    from monitor.stats.stratppi.estimator import StratifiedPPIMean
 
 __all__ = [
     "AIPWEstimator",
@@ -94,29 +98,29 @@ __all__ = [
 
 # Public name -> defining submodule (read-only; the import system caches the modules).
 _SOURCE: Final = {
-    "AIPWEstimator": "aipw",
-    "AutoEvalTest": "autoeval",
-    "BestModelCertifier": "bestarm",
-    "BetConfig": "bets",
-    "BettingEProcess": "eprocess",
-    "CertificateGroup": "risk_group",
-    "HedgedConfidenceSequence": "confseq",
-    "JudgeLossBins": "partition",
-    "LabelStrata": "partition",
-    "LogisticLowRank": "lowrank",
-    "NearestNeighbourPartition": "partition",
-    "RiskMonitor": "risk",
-    "SelectionBandit": "pulse",
-    "SelectionConfig": "selection_config",
-    "SequentialMean": "bernstein",
-    "StratifiedCertifiedMean": "cereval",
-    "StratifiedPPIMean": "stratppi",
-    "audit_rates": "allocation",
+    "AIPWEstimator": "pulse.aipw",
+    "AutoEvalTest": "betting.autoeval",
+    "BestModelCertifier": "pulse.bestarm",
+    "BetConfig": "betting.bets",
+    "BettingEProcess": "betting.eprocess",
+    "CertificateGroup": "betting.risk_group",
+    "HedgedConfidenceSequence": "betting.confseq",
+    "JudgeLossBins": "cereval.partition",
+    "LabelStrata": "cereval.partition",
+    "LogisticLowRank": "pulse.lowrank",
+    "NearestNeighbourPartition": "cereval.partition",
+    "RiskMonitor": "betting.risk",
+    "SelectionBandit": "pulse.bandit",
+    "SelectionConfig": "pulse.config",
+    "SequentialMean": "cereval.bernstein",
+    "StratifiedCertifiedMean": "cereval.certified_mean",
+    "StratifiedPPIMean": "stratppi.estimator",
+    "audit_rates": "stratppi.allocation",
     "bonferroni_deltas": "multiplicity",
     "e_bh": "multiplicity",
-    "effective_observations": "autoeval",
+    "effective_observations": "betting.autoeval",
     "fixed_sequence": "multiplicity",
-    "method_rhos": "autoeval",
+    "method_rhos": "betting.autoeval",
 }
 
 

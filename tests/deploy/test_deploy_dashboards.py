@@ -33,9 +33,9 @@ def load_builder() -> Any:
 
 def kafka_names() -> set[str]:
     """Names of the Kafka-only metrics, from the Kafka engineer's own collectors."""
-    from consumers.kafka_metrics import KafkaMetrics
-    from consumers.kafka_sinks import KafkaOutputs
-    from monitor.config_kafka import KafkaConfig
+    from consumers.kafka.metrics import KafkaMetrics
+    from consumers.kafka.sinks import KafkaOutputs
+    from monitor.config.kafka import KafkaConfig
 
     registry = CollectorRegistry()
     KafkaMetrics(registry)

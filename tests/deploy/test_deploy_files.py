@@ -147,7 +147,7 @@ def test_compose_and_k8s_configs_agree_except_broker() -> None:
 
 
 def test_kafka_topics_script_matches_default_topic_names() -> None:
-    from monitor.config_kafka import KafkaTopics
+    from monitor.config.kafka import KafkaTopics
 
     script = (DEPLOY / "kafka" / "create-topics.sh").read_text()
     topics = KafkaTopics()

@@ -53,7 +53,9 @@ def test_operational_counters_match_engine_counters(certmon: CertmonEndpoint) ->
     while True:
         got = scrape(certmon.metrics_url)
         have = {k: got.get(k) for k in want}
-        if have == want or time.monotonic() > deadline:
+        # the idle loop syncs the counters, then writes the checkpoint: wait for both
+        done = got.get(("certmon_checkpoints_total", ()), 0.0) >= 1
+        if (have == want and done) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert have == want

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from consumers.kafka_checkpoints import KafkaTopicStore
-from consumers.kafka_source import kafka_config_of
-from consumers.kafka_state import load_partition_states, partition_key
-from consumers.kafka_topics import ensure_topics
+from consumers.kafka.checkpoints import KafkaTopicStore
+from consumers.kafka.source import kafka_config_of
+from consumers.kafka.state import load_partition_states, partition_key
+from consumers.kafka.topics import ensure_topics
 from consumers.testing.kafka_broker import die_with_parent
 from monitor.checkpoint import decode_checkpoint
 from monitor.config import CertmonConfig, load_config

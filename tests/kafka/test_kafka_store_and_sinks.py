@@ -8,10 +8,10 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from consumers.kafka_checkpoints import CheckpointTooLargeError, KafkaTopicStore
-from consumers.kafka_sinks import KafkaOutputs, dead_letter_record
-from consumers.kafka_topics import ensure_topics
-from monitor.config_kafka import KafkaConfig, KafkaTopics
+from consumers.kafka.checkpoints import CheckpointTooLargeError, KafkaTopicStore
+from consumers.kafka.sinks import KafkaOutputs, dead_letter_record
+from consumers.kafka.topics import ensure_topics
+from monitor.config.kafka import KafkaConfig, KafkaTopics
 
 pytestmark = pytest.mark.kafka
 

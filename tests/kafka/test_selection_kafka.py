@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from consumers.kafka_checkpoints import KafkaTopicStore
-from consumers.kafka_source import kafka_config_of
-from consumers.kafka_state import load_partition_states
-from consumers.kafka_topics import ensure_topics
-from consumers.selection_cli import run_embedded, synthetic_worker
+from consumers.kafka.checkpoints import KafkaTopicStore
+from consumers.kafka.source import kafka_config_of
+from consumers.kafka.state import load_partition_states
+from consumers.kafka.topics import ensure_topics
+from consumers.selection.cli import run_embedded, synthetic_worker
 from monitor.config import load_config
 from monitor.selection import KICKOFF_EXAMPLE_ID, synthetic_benchmark
 from tests.kafka.conftest import BrokerInfo

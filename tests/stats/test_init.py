@@ -43,7 +43,7 @@ def test_import_is_lazy_cheap_and_star_import_works():
         "after_pkg = sorted(m for m in sys.modules if m.startswith('monitor.stats.'))\n"
         "heavy = sorted(m for m in ('matplotlib', 'pydantic', 'prometheus_client', 'kafka')"
         " if m in sys.modules)\n"
-        "import monitor.stats.bets\n"
+        "import monitor.stats.betting.bets\n"
         "after_bets = sorted(m for m in sys.modules if m.startswith('monitor.stats.'))\n"
         "ns = {}\n"
         "exec('from monitor.stats import *', ns)\n"
@@ -56,6 +56,6 @@ def test_import_is_lazy_cheap_and_star_import_works():
                          text=True).stdout
     after_pkg, heavy, after_bets, star, heavy_end = json.loads(out)
     assert after_pkg == [] and heavy == []
-    assert after_bets == ["monitor.stats.bets"]
+    assert after_bets == ["monitor.stats.betting", "monitor.stats.betting.bets"]
     assert set(star) == EXPECTED
     assert heavy_end == []

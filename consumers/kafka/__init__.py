@@ -1,0 +1,12 @@
+"""Kafka integration: the consumer-group source, checkpoints on a compacted topic, output sinks.
+
+What lives here: the source that feeds one engine per input partition (:mod:`.source`,
+:mod:`.partitions`), the child process that fetches and decodes records (:mod:`.fetcher`), the
+checkpoint store (:mod:`.checkpoints`), producers for alerts, requests and dead letters
+(:mod:`.sinks`), topic creation (:mod:`.topics`), the merged STATE.json view (:mod:`.state`),
+per-partition metrics (:mod:`.metrics`) and structured logs (:mod:`.logs`).
+
+May import: kafka-python, prometheus-client, :mod:`monitor` (core) and the shared wiring of
+:mod:`consumers` (runner, files); the rest of :mod:`consumers` never imports from here except the
+CLI, which starts the source.
+"""

@@ -1,0 +1,309 @@
+"""Checkpoint store on a compacted Kafka topic (``certmon.checkpoints.v1``).
+
+Any instance of a consumer group can restore any partition: a checkpoint is stored under a
+key such as ``"certmon.eval-events.v1/3"`` and :meth:`KafkaTopicStore.load` reads the topic to
+its end offsets and returns the latest complete value for the key.
+
+Record layout (all records of one key go to the same partition, so they stay ordered):
+
+- a value up to ``chunk_bytes`` is one record, key ``KEY``, header ``certmon-ckpt: whole``;
+- a larger value is split into chunk records, key ``KEY#chunk#SAVE_ID#I``, written first, then
+  a manifest record under ``KEY`` (``{"save_id", "chunks", "size", "sha256"}``). A manifest is
+  only written after all its chunks are acknowledged, so the latest record under ``KEY`` is
+  always complete; chunks of older saves are deleted with tombstones after the new manifest.
+- values above ``max_bytes`` are refused with :class:`CheckpointTooLargeError` and a config hint.
+
+If partitions are added to the topic, a key's newer records land in another partition than its
+older ones; reading, a record of a key from another partition than the key's previous record
+only replaces it if it is newer (record timestamps), so an old checkpoint never comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from monitor.config.kafka import KafkaConfig
+from monitor.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer, KafkaProducer
+
+log = logging.getLogger("certmon.kafka")
+
+HEADER = "certmon-ckpt"
+_CHUNK_SEP = "#chunk#"
+
+__all__ = ["CheckpointTooLargeError", "KafkaTopicStore", "chunk_key", "split_chunks"]
+
+
+class CheckpointTooLargeError(CheckpointError):
+    """A checkpoint exceeds ``kafka.checkpoint_max_bytes``."""
+
+
+def chunk_key(key: str, save_id: str, index: int) -> str:
+    """Return the record key of chunk ``index`` of save ``save_id``.
+
+    Examples
+    --------
+    >>> chunk_key("events/0", "ab12", 3)
+    'events/0#chunk#ab12#3'
+    """
+    return f"{key}{_CHUNK_SEP}{save_id}#{index}"
+
+
+def split_chunks(data: bytes, chunk_bytes: int) -> list[bytes]:
+    """Split ``data`` into pieces of at most ``chunk_bytes`` (at least one piece).
+
+    Examples
+    --------
+    >>> [len(c) for c in split_chunks(b"x" * 10, 4)]
+    [4, 4, 2]
+    >>> split_chunks(b"", 4)
+    [b'']
+    """
+    if chunk_bytes <= 0:
+        raise ValueError("chunk_bytes must be positive")
+    return [data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)] or [b""]
+
+
+@dataclass(frozen=True)
+class _Manifest:
+    save_id: str
+    chunks: int
+    size: int
+    sha256: str
+
+
+class KafkaTopicStore:
+    """A :class:`monitor.checkpoint.CheckpointStore` on a compacted Kafka topic.
+
+    Parameters
+    ----------
+    config : KafkaConfig
+        Connection settings, ``topics.checkpoints``, ``checkpoint_chunk_bytes`` and
+        ``checkpoint_max_bytes``.
+    producer : KafkaProducer, optional
+        An idempotent ``acks=all`` producer; one is created (and owned) when omitted.
+    timeout : float
+        Seconds to wait for a write to be acknowledged or for the end offsets.
+
+    Notes
+    -----
+    Guarantee: :meth:`save` returns only after every record of the checkpoint is acknowledged
+    by all in-sync replicas; :meth:`load` returns the value of the last :meth:`save` for the key
+    that returned (by any instance) before :meth:`load` started, or a later one. It assumes the
+    topic is compacted, not deleted by time (``cleanup.policy=compact``), which
+    :func:`consumers.kafka.topics.ensure_topics` sets up.
+    """
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        producer: KafkaProducer | None = None,
+        *,
+        timeout: float = 30.0,
+    ) -> None:
+        from consumers.kafka.sinks import create_producer
+
+        self.config = config
+        self.topic = config.topics.checkpoints
+        self.chunk_bytes = config.checkpoint_chunk_bytes
+        self.max_bytes = config.checkpoint_max_bytes
+        self.timeout = timeout
+        self._owns_producer = producer is None
+        self._producer = producer if producer is not None else create_producer(config)
+        self._reader: KafkaConsumer | None = None
+        self._partitions: list[int] = []
+        self._latest: dict[str, bytes | _Manifest] = {}
+        # key -> (partition, timestamp ms) of the record behind _latest[key]
+        self._origin: dict[str, tuple[int, int]] = {}
+        self._chunks: dict[str, bytes] = {}
+
+    # ------------------------------------------------------------------ writing
+
+    def _partition_for(self, key: str) -> int:
+        if not self._partitions:
+            parts = self._producer.partitions_for(self.topic)
+            if not parts:
+                raise CheckpointError(f"checkpoint topic {self.topic!r} has no partitions")
+            self._partitions = sorted(parts)
+        return self._partitions[zlib.crc32(key.encode()) % len(self._partitions)]
+
+    def _send(self, key: str, value: bytes | None, kind: str) -> Any:
+        owner = key.split(_CHUNK_SEP, 1)[0]  # chunks go to their checkpoint's partition
+        return self._producer.send(
+            self.topic,
+            key=key.encode(),
+            value=value,
+            headers=[(HEADER, kind.encode())],
+            partition=self._partition_for(owner),
+        )
+
+    def save(self, key: str, data: bytes) -> None:
+        """Write ``data`` under ``key`` durably (chunked when large).
+
+        Raises
+        ------
+        CheckpointTooLargeError
+            ``len(data)`` exceeds ``checkpoint_max_bytes``.
+        CheckpointError
+            The write was not acknowledged within the timeout.
+        """
+        if _CHUNK_SEP in key:
+            raise CheckpointError(f"checkpoint key must not contain {_CHUNK_SEP!r}: {key!r}")
+        if len(data) > self.max_bytes:
+            raise CheckpointTooLargeError(
+                f"checkpoint {key!r} is {len(data)} bytes, above kafka.checkpoint_max_bytes="
+                f"{self.max_bytes}; raise kafka.checkpoint_max_bytes or use "
+                'kafka.checkpoint_store = "local"'
+            )
+        from kafka.errors import KafkaError
+
+        stale = [ck for ck in self._chunks if ck.startswith(key + _CHUNK_SEP)]
+        futures = []
+        try:
+            if len(data) <= self.chunk_bytes:
+                futures.append(self._send(key, data, "whole"))
+                manifest: bytes | _Manifest = data
+            else:
+                save_id = uuid.uuid4().hex[:12]
+                pieces = split_chunks(data, self.chunk_bytes)
+                chunk_futures = [
+                    self._send(chunk_key(key, save_id, i), piece, "chunk")
+                    for i, piece in enumerate(pieces)
+                ]
+                self._producer.flush(timeout=self.timeout)
+                for f in chunk_futures:
+                    f.get(timeout=self.timeout)
+                manifest = _Manifest(
+                    save_id, len(pieces), len(data), hashlib.sha256(data).hexdigest()
+                )
+                body = json.dumps(manifest.__dict__, sort_keys=True).encode()
+                futures.append(self._send(key, body, "manifest"))
+                for i, piece in enumerate(pieces):
+                    self._chunks[chunk_key(key, save_id, i)] = piece
+            self._producer.flush(timeout=self.timeout)
+            for f in futures:
+                f.get(timeout=self.timeout)
+        except KafkaError as exc:
+            raise CheckpointError(f"checkpoint write to {self.topic!r} failed: {exc!r}") from exc
+        self._latest[key] = manifest
+        self._origin[key] = (self._partition_for(key), int(time.time() * 1000))
+        for ck in stale:  # chunks of older saves: tombstones (best effort)
+            self._chunks.pop(ck, None)
+            self._send(ck, None, "chunk")
+
+    # ------------------------------------------------------------------ reading
+
+    def _ensure_reader(self) -> KafkaConsumer:
+        if self._reader is not None:
+            return self._reader
+        from kafka import KafkaConsumer, TopicPartition
+
+        reader = KafkaConsumer(
+            **self.config.client_kwargs(),
+            client_id=f"{self.config.client_id}-checkpoints",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_bytes=max(52_428_800, 2 * self.chunk_bytes),
+            max_partition_fetch_bytes=max(1_048_576, 2 * self.chunk_bytes),
+        )
+        parts = reader.partitions_for_topic(self.topic)
+        if not parts:
+            reader.close()
+            raise CheckpointError(f"checkpoint topic {self.topic!r} does not exist")
+        tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
+        reader.assign(tps)
+        reader.seek_to_beginning(*tps)
+        self._reader = reader
+        return reader
+
+    def _apply(
+        self, key: str, value: bytes | None, kind: str, partition: int = 0, timestamp: int = 0
+    ) -> None:
+        if kind == "chunk":
+            if value is None:
+                self._chunks.pop(key, None)
+            else:
+                self._chunks[key] = value
+            return
+        origin = self._origin.get(key)
+        if origin is not None and origin[0] != partition and timestamp < origin[1]:
+            # written before partitions were added to the topic: stale
+            log.warning("older checkpoint record in another partition ignored",
+                        extra={"key": key, "partition": partition})
+            return
+        self._origin[key] = (partition, timestamp)
+        if value is None:
+            self._latest.pop(key, None)
+        elif kind == "manifest":
+            d = json.loads(value)
+            self._latest[key] = _Manifest(d["save_id"], d["chunks"], d["size"], d["sha256"])
+        else:
+            self._latest[key] = value
+
+    def _catch_up(self) -> None:
+        from kafka.errors import KafkaError
+
+        reader = self._ensure_reader()
+        try:
+            tps = list(reader.assignment())
+            end = reader.end_offsets(tps)
+            deadline = time.monotonic() + self.timeout
+            while any(reader.position(tp) < end[tp] for tp in tps):
+                if time.monotonic() > deadline:
+                    raise CheckpointError(f"timed out reading checkpoint topic {self.topic!r}")
+                for records in reader.poll(timeout_ms=500).values():
+                    for rec in records:
+                        headers = dict(rec.headers or [])
+                        kind = headers.get(HEADER, b"whole").decode()
+                        self._apply(rec.key.decode(), rec.value, kind, rec.partition,
+                                    rec.timestamp)
+        except KafkaError as exc:
+            raise CheckpointError(
+                f"reading checkpoint topic {self.topic!r} failed: {exc!r}"
+            ) from exc
+
+    def load(self, key: str) -> bytes | None:
+        """Return the latest complete checkpoint stored under ``key``, or ``None``.
+
+        Raises
+        ------
+        CheckpointError
+            The topic cannot be read, or a manifest's chunks are missing or corrupt.
+        """
+        self._catch_up()
+        entry = self._latest.get(key)
+        if entry is None or isinstance(entry, bytes):
+            return entry
+        pieces = []
+        for i in range(entry.chunks):
+            piece = self._chunks.get(chunk_key(key, entry.save_id, i))
+            if piece is None:
+                raise CheckpointError(f"checkpoint {key!r}: chunk {i}/{entry.chunks} is missing")
+            pieces.append(piece)
+        data = b"".join(pieces)
+        if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise CheckpointError(f"checkpoint {key!r}: chunks do not match their manifest")
+        return data
+
+    def keys(self) -> list[str]:
+        """Return every key with a stored checkpoint (after reading to the end)."""
+        self._catch_up()
+        return sorted(self._latest)
+
+    def close(self) -> None:
+        """Close the reader and, if owned, the producer."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self._owns_producer:
+            self._producer.close(timeout=10)

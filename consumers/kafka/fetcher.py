@@ -1,0 +1,302 @@
+"""Fetch process: read Kafka records in a child process, pipelined with processing.
+
+kafka-python decodes every record in Python (about 10 us of CPU per record), as long as the
+engine needs for one event. With ``[kafka] fetch_process = true`` the group member (the
+parent, which owns the group membership, the engines, the checkpoints and the offset commits)
+pauses its own fetching and a child process reads the assigned partitions with a manually
+assigned consumer, from the offsets the parent gives it, and streams the records back through
+a pipe: decoding and processing then run on two CPUs at once.
+
+Protocol (parent -> child, JSON lines on the child's stdin; secrets never on the command line):
+
+- first line: ``{"client": {...kafka-python client kwargs...}, "max_poll_records": N,
+  "poll_timeout_ms": T, "client_id": ID}``;
+- then ``{"epoch": E, "assign": [[topic, partition, offset or null], ...]}``: read exactly
+  these partitions from these offsets (null: from the beginning), tagging frames with ``E``.
+
+Child -> parent, binary frames on stdout (see :func:`encode_frame`), one per partition batch:
+the epoch, the topic-partition, its high watermark, the offsets and the values. The parent
+drops frames of an older epoch (records fetched before a rebalance or a rewind). The child
+exits when its stdin closes (the parent ended, even by ``kill -9``) or a write fails.
+
+Correctness does not depend on the child: the parent skips offsets its state already reflects
+(:func:`consumers.kafka.partitions.process_records`) and the checkpoint stays the source of
+truth; a dead child is an error of the poll loop, which reconnects with backoff.
+
+Examples
+--------
+>>> frame = encode_frame(3, "t", 1, 42, [(7, b"a"), (8, None)])
+>>> decode_frames(bytearray(frame + frame[:9]))  # a complete frame, then part of one
+([(3, 't', 1, 42, [7, 8], [b'a', None])], 52)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from consumers.kafka.partitions import Columns
+from monitor.errors import CertmonError
+
+__all__ = ["FetchProcess", "decode_frames", "encode_frame", "group_busy"]
+
+_HEADER = struct.Struct("<4sIIHqI")  # magic, epoch, partition, topic length, high watermark, n
+_MAGIC = b"CMF1"
+_F_SETPIPE_SZ = 1031
+
+
+def encode_frame(
+    epoch: int, topic: str, partition: int, highwater: int | None,
+    records: Iterable[tuple[int, bytes | None]],
+) -> bytes:
+    """Encode one partition batch: header, topic, offsets, value lengths (-1: None), values."""
+    recs = list(records)
+    name = topic.encode()
+    values = [v for _, v in recs]
+    n = len(recs)
+    return b"".join([
+        _HEADER.pack(_MAGIC, epoch, partition, len(name), -1 if highwater is None else highwater,
+                     n),
+        name,
+        struct.pack(f"<{n}q", *(o for o, _ in recs)),
+        struct.pack(f"<{n}i", *(-1 if v is None else len(v) for v in values)),
+        *(v for v in values if v is not None),
+    ])
+
+
+def decode_frames(
+    buf: bytearray,
+) -> tuple[list[tuple[int, str, int, int, list[int], list[bytes | None]]], int]:
+    """Decode the complete frames at the start of ``buf``; return them and the bytes used.
+
+    Raises
+    ------
+    CertmonError
+        The stream is not a frame stream (a bad magic number).
+    """
+    out = []
+    pos = 0
+    size = len(buf)
+    while size - pos >= _HEADER.size:
+        magic, epoch, partition, tlen, high, n = _HEADER.unpack_from(buf, pos)
+        if magic != _MAGIC:
+            raise CertmonError("fetch process: corrupt frame stream")
+        head = pos + _HEADER.size
+        lengths_at = head + tlen + 8 * n
+        body = lengths_at + 4 * n
+        if size < body:
+            break
+        lengths = struct.unpack_from(f"<{n}i", buf, lengths_at)
+        end = body + sum(length for length in lengths if length > 0)
+        if size < end:
+            break
+        topic = bytes(buf[head : head + tlen]).decode()
+        offsets = list(struct.unpack_from(f"<{n}q", buf, head + tlen))
+        values: list[bytes | None] = []
+        at = body
+        for length in lengths:
+            if length < 0:
+                values.append(None)
+            else:
+                values.append(bytes(buf[at : at + length]))
+                at += length
+        out.append((epoch, topic, partition, high, offsets, values))
+        pos = end
+    return out, pos
+
+
+class FetchProcess:
+    """Parent side: start the child, assign partitions, read their records.
+
+    Parameters
+    ----------
+    client : dict
+        kafka-python client keyword arguments (bootstrap servers, security settings).
+    client_id : str
+    max_poll_records, poll_timeout_ms : int
+        The child's consumer settings.
+    """
+
+    def __init__(self, client: dict[str, object], client_id: str, max_poll_records: int,
+                 poll_timeout_ms: int) -> None:
+        self._proc = subprocess.Popen(  # our own module, no shell
+            [sys.executable, "-m", "consumers.kafka.fetcher"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        if self._proc.stdout is not None:  # room for several batches in flight (Linux)
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(self._proc.stdout.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        self.epoch = 0
+        self._buf = bytearray()
+        self.highwaters: dict[tuple[str, int], int] = {}
+        self._send({"client": client, "client_id": client_id,
+                    "max_poll_records": max_poll_records, "poll_timeout_ms": poll_timeout_ms})
+
+    def _send(self, doc: dict[str, Any]) -> None:
+        stdin = self._proc.stdin
+        if stdin is None:
+            raise CertmonError("fetch process: no command pipe")
+        try:
+            stdin.write(json.dumps(doc).encode() + b"\n")
+            stdin.flush()
+        except OSError as exc:
+            raise CertmonError(f"fetch process is gone ({exc})") from None
+
+    def assign(self, offsets: dict[tuple[str, int], int | None]) -> None:
+        """Read exactly these partitions from these offsets (None: the beginning) from now on."""
+        self.epoch += 1
+        self.highwaters = {}
+        self._send({"epoch": self.epoch,
+                    "assign": [[t, p, o] for (t, p), o in sorted(offsets.items())]})
+
+    def follow(self, consumer: Any, offsets: dict[int, dict[str, int]]) -> None:
+        """Pause ``consumer`` (the group member) and read its partitions from ``offsets``.
+
+        ``offsets`` maps each owned partition to its next offset per topic (a topic not in it
+        is read from the beginning); assigned partitions not owned are not read.
+        """
+        owned = [tp for tp in consumer.assignment() if tp.partition in offsets]
+        consumer.pause(*owned)
+        self.assign({(tp.topic, tp.partition): offsets[tp.partition].get(tp.topic)
+                     for tp in owned})
+
+    def poll(self, timeout: float) -> dict[tuple[str, int], Columns]:
+        """Return the records of the current epoch that arrive within ``timeout`` s, by partition.
+
+        Raises
+        ------
+        CertmonError
+            The child exited.
+        """
+        stdout = self._proc.stdout
+        if stdout is None:
+            raise CertmonError("fetch process: no record pipe")
+        fd = stdout.fileno()
+        out: dict[tuple[str, int], Columns] = {}
+        while True:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                break
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise CertmonError(f"fetch process exited (code {self._proc.wait()})")
+            self._buf += chunk
+            frames, used = decode_frames(self._buf)
+            del self._buf[:used]
+            for epoch, topic, partition, high, offsets, values in frames:
+                if epoch != self.epoch:
+                    continue  # fetched before the last assignment: stale
+                if high >= 0:
+                    self.highwaters[(topic, partition)] = high
+                got = out.setdefault((topic, partition), Columns([], []))
+                got.offsets.extend(offsets)
+                got.values.extend(values)
+            if out:  # one read's worth (at most 1 MiB): the caller processes it, then polls
+                break
+        return out
+
+    def close(self) -> None:
+        """Stop the child (closing its stdin ends it; killed if it does not exit in 5 s)."""
+        proc = self._proc
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def group_busy(consumer: Any) -> bool:
+    """Tell whether the group protocol needs a blocking ``poll()`` (joining, no coordinator).
+
+    kafka-python completes a join only within one ``poll()`` that waits for the broker's
+    answer: a ``poll(timeout_ms=0)`` re-sends it forever. A join in flight is not always a
+    ``need_rejoin()`` (after a metadata change it is only a not-``stable()`` member), so
+    all three are checked. There is no public API for this: other kafka-python internals
+    mean "always block" (correct, just slower).
+    """
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    try:
+        return bool(coordinator.coordinator_unknown() or coordinator.need_rejoin()
+                    or not coordinator.stable())
+    except AttributeError:
+        return True
+
+
+def _child() -> int:
+    """Child main loop (see the module docstring)."""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    fd = sys.stdin.fileno()
+    out = sys.stdout.buffer
+    pending = b""
+
+    def commands(block: float) -> list[dict[str, Any]] | None:
+        nonlocal pending
+        ready, _, _ = select.select([fd], [], [], block)
+        if not ready:
+            return []
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None  # the parent is gone
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    setup: list[dict[str, Any]] = []
+    while not setup:
+        got = commands(1.0)
+        if got is None:
+            return 0
+        setup = got
+    cfg = setup.pop(0)
+    consumer = KafkaConsumer(**cfg["client"], client_id=f"{cfg['client_id']}-fetch",
+                             group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest",  # as the group member's consumer
+                             max_poll_records=cfg["max_poll_records"])
+    epoch = 0
+    assigned: list[Any] = []
+    try:
+        while True:
+            got = commands(0.0 if assigned else 0.5)
+            if got is None:
+                return 0
+            for cmd in setup + got:
+                epoch = int(cmd["epoch"])
+                assigned = [TopicPartition(t, p) for t, p, _ in cmd["assign"]]
+                consumer.assign(assigned)
+                for (_, _, off), tp in zip(cmd["assign"], assigned, strict=True):
+                    if off is None:
+                        consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, int(off))
+            setup = []
+            if not assigned:
+                continue
+            batches = consumer.poll(timeout_ms=cfg["poll_timeout_ms"])
+            for tp, recs in batches.items():
+                out.write(encode_frame(epoch, tp.topic, tp.partition, consumer.highwater(tp),
+                                       ((r.offset, r.value) for r in recs)))
+            if batches:
+                out.flush()
+    except BrokenPipeError:
+        return 0
+    finally:
+        consumer.close()
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

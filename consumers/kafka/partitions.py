@@ -1,0 +1,181 @@
+"""One input partition's engine, offsets and checkpoint (used by the Kafka runner).
+
+A :class:`PartitionWorker` owns the engine of partition ``p`` (of the events topic and, when
+configured, of the co-partitioned judge/label topics), the next offset of every topic it has
+read, and the bytes of its last durable checkpoint, to which it can rewind.
+
+Checkpoint position (stored in the checkpoint's ``position``)::
+
+    {"kind": "kafka", "partition": p, "offsets": {topic: next offset, ...}}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from consumers.kafka.sinks import dead_letter_record
+from monitor.checkpoint import decode_checkpoint, encode_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from monitor.config import CertmonConfig
+    from monitor.engine import Engine
+    from monitor.metrics import OperationalMetrics
+    from monitor.sinks import Sink
+
+__all__ = ["Columns", "PartitionWorker", "process_records"]
+
+
+class Columns(NamedTuple):
+    """One partition batch as parallel lists (what the fetch process delivers)."""
+
+    offsets: list[int]
+    values: list[bytes | None]
+
+
+def _from_checkpoint(config: CertmonConfig, data: bytes) -> tuple[Engine, dict[str, int]]:
+    from monitor.engine import Engine
+
+    snapshot, position = decode_checkpoint(data)
+    offsets = {str(t): int(o) for t, o in position["offsets"].items()}
+    return Engine.restore(config, snapshot), offsets
+
+
+@dataclass
+class PartitionWorker:
+    """State owned for one input partition.
+
+    Attributes
+    ----------
+    partition : int
+        Partition number (the same on every co-partitioned input topic).
+    engine : Engine
+        The engine fed with this partition's records only.
+    offsets : dict of str to int
+        Next offset to read, per topic; a topic not in it is read from its beginning.
+    checkpoint : bytes or None
+        The last durable checkpoint (loaded or written), or None if there is none yet.
+    """
+
+    partition: int
+    engine: Engine
+    offsets: dict[str, int]
+    checkpoint: bytes | None
+    since_checkpoint: int = 0
+    last_checkpoint: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def start(cls, config: CertmonConfig, partition: int, data: bytes | None) -> PartitionWorker:
+        """Build the worker from a stored checkpoint, or empty when ``data`` is None.
+
+        Raises
+        ------
+        CheckpointError
+            The checkpoint is corrupt, of an unknown version, or for another configuration.
+        """
+        if data is None:
+            from monitor.engine import Engine
+
+            return cls(partition, Engine(config), {}, None)
+        engine, offsets = _from_checkpoint(config, data)
+        return cls(partition, engine, offsets, data)
+
+    def rewind(self, config: CertmonConfig) -> None:
+        """Return to the last durable checkpoint (engine and offsets)."""
+        if self.checkpoint is None:
+            from monitor.engine import Engine
+
+            self.engine, self.offsets = Engine(config), {}
+        else:
+            self.engine, self.offsets = _from_checkpoint(config, self.checkpoint)
+        self.since_checkpoint = 0
+
+    def encode(self) -> bytes:
+        """Serialize the engine and offsets as a checkpoint document."""
+        position = {"kind": "kafka", "partition": self.partition, "offsets": dict(self.offsets)}
+        return encode_checkpoint(self.engine.snapshot(), position)
+
+    def checkpointed(self, data: bytes) -> None:
+        """Record that ``data`` (from :meth:`encode`) is now durable."""
+        self.checkpoint, self.since_checkpoint, self.last_checkpoint = data, 0, time.monotonic()
+
+    def due(self, every_records: int, every_seconds: float, now: float) -> bool:
+        """Whether a periodic checkpoint is due (records or time since the last one)."""
+        return self.since_checkpoint >= every_records or (
+            self.since_checkpoint > 0 and now - self.last_checkpoint >= every_seconds
+        )
+
+
+def process_records(
+    worker: PartitionWorker,
+    topic: str,
+    records: Iterable[Any] | Columns,
+    sinks: Mapping[str, Sink],
+    ops: OperationalMetrics | None = None,
+) -> int:
+    """Feed one topic-partition's records (``offset``/``value``, or :class:`Columns`) to the engine.
+
+    Alerts, label requests and dead letters go to ``sinks["alerts"|"requests"|
+    "dead_letters"]``. Records below the worker's next offset (already reflected in the
+    restored state) are skipped, so a re-delivery is never counted twice.
+
+    Returns
+    -------
+    int
+        Records processed.
+
+    Examples
+    --------
+    >>> from collections import namedtuple
+    >>> from monitor.config import parse_config
+    >>> from monitor.sinks import MemorySink
+    >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1"]
+    >>> cfg = parse_config(chr(10).join(toml))
+    >>> worker = PartitionWorker.start(cfg, 0, None)
+    >>> Rec = namedtuple("Rec", "offset value")
+    >>> sinks = {n: MemorySink() for n in ("alerts", "requests", "dead_letters")}
+    >>> process_records(worker, "t", [Rec(0, b"nope"), Rec(1, b"{}")], sinks)
+    2
+    >>> worker.offsets, [d["reason"] for d in sinks["dead_letters"].records]
+    ({'t': 2}, ['invalid_json', 'missing_field'])
+    >>> process_records(worker, "t", [Rec(1, b"{}")], sinks)  # re-delivered: skipped
+    0
+    >>> PartitionWorker.start(cfg, 0, worker.encode()).offsets
+    {'t': 2}
+    """
+    if isinstance(records, Columns):
+        offsets, values = records
+    else:
+        recs = list(records)
+        offsets, values = [r.offset for r in recs], [r.value for r in recs]
+    expected = worker.offsets.get(topic, -1)
+    keep = []
+    for i, offset in enumerate(offsets):
+        if offset >= expected:
+            keep.append(i)
+            expected = offset + 1
+    if len(keep) != len(offsets):
+        offsets, values = [offsets[i] for i in keep], [values[i] for i in keep]
+    raws = [v if v is not None else b"" for v in values]
+    for i, result in worker.engine.process_batch(raws):
+        for alert in result.alerts:
+            sinks["alerts"].emit(alert)
+            if ops is not None:
+                ops.alert_emitted(str(alert.get("kind")))
+        for request in result.requests:
+            sinks["requests"].emit(request)
+        if result.rejection is not None:
+            rej = result.rejection
+            sinks["dead_letters"].emit(dead_letter_record(
+                raws[i], rej.reason, rej.detail, topic=topic, partition=worker.partition,
+                offset=offsets[i]))
+            if ops is not None:
+                ops.rejected(rej.reason)
+        if result.duplicate is not None and ops is not None:
+            ops.duplicate(result.duplicate)
+    worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
+    worker.since_checkpoint += len(raws)
+    return len(raws)

@@ -1,0 +1,53 @@
+r"""Configuration: one TOML file, validated once by pydantic at the boundary.
+
+What lives here: :mod:`~monitor.config.settings` (the whole file: suites, checkpoint, metrics,
+sinks, source; loading and ``--set`` overrides), :mod:`~monitor.config.sections` (certificate and
+strata sections, shared field types) and :mod:`~monitor.config.kafka` (the ``[kafka]`` section;
+no Kafka client import). May import: pydantic, :mod:`monitor.errors`, :mod:`monitor.selection`;
+never :mod:`monitor.stats` internals, state or I/O wiring.
+
+Examples
+--------
+>>> from monitor.config import parse_config
+>>> cfg = parse_config('[[suites]]\nname = "qa"\n[[suites.certificates]]\nname = "r"\n'
+...                    'alpha = 0.1\ndelta = 0.05\n')
+>>> cfg.suites[0].certificates[0].alpha
+0.1
+"""
+
+from __future__ import annotations
+
+from monitor.config.kafka import KafkaConfig, KafkaTopics
+from monitor.config.sections import METHODS, CertificateConfig, StrataConfig
+from monitor.config.settings import (
+    AlertmanagerConfig,
+    CertmonConfig,
+    CheckpointConfig,
+    EventsConfig,
+    MetricsConfig,
+    SinksConfig,
+    SourceConfig,
+    SuiteConfig,
+    apply_override,
+    load_config,
+    parse_config,
+)
+
+__all__ = [
+    "METHODS",
+    "AlertmanagerConfig",
+    "CertificateConfig",
+    "CertmonConfig",
+    "CheckpointConfig",
+    "EventsConfig",
+    "KafkaConfig",
+    "KafkaTopics",
+    "MetricsConfig",
+    "SinksConfig",
+    "SourceConfig",
+    "StrataConfig",
+    "SuiteConfig",
+    "apply_override",
+    "load_config",
+    "parse_config",
+]

@@ -1,0 +1,181 @@
+"""The ``[kafka]`` configuration section (pydantic; no Kafka client import).
+
+The main configuration (:mod:`monitor.config`) holds it as ``kafka: KafkaConfig | None``.
+Secrets (SASL password, SSL key password) are :class:`pydantic.SecretStr`: they print as
+``**********`` in ``repr``, ``str`` and :meth:`KafkaConfig.redacted`, and only
+:meth:`KafkaConfig.client_kwargs` reveals them, to hand to the Kafka client.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from monitor.errors import ConfigError
+
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class KafkaTopics(BaseModel):
+    """Topic names (dots between parts, hyphens inside).
+
+    Examples
+    --------
+    >>> KafkaTopics().events
+    'certmon.eval-events.v1'
+    >>> KafkaTopics(judge="certmon.judge-scores.v1").input_topics()
+    ['certmon.eval-events.v1', 'certmon.judge-scores.v1']
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    events: str = "certmon.eval-events.v1"
+    judge: str | None = None
+    labels: str | None = None
+    alerts: str = "certmon.alerts.v1"
+    requests: str = "certmon.requests.v1"
+    dead_letters: str = "certmon.dead-letters.v1"
+    checkpoints: str = "certmon.checkpoints.v1"
+
+    @field_validator("*")
+    @classmethod
+    def _valid_topic(cls, value: str | None) -> str | None:
+        if value is not None and not _TOPIC_RE.match(value):
+            raise ValueError(f"invalid Kafka topic name {value!r}")
+        return value
+
+    def input_topics(self) -> list[str]:
+        """Return the topics the consumer reads (events, then judge and labels if set)."""
+        return [t for t in (self.events, self.judge, self.labels) if t is not None]
+
+
+class KafkaConfig(BaseModel):
+    """Connection, consumer-group, checkpoint and security settings for Kafka.
+
+    Examples
+    --------
+    >>> cfg = KafkaConfig(bootstrap_servers="127.0.0.1:9092", sasl_plain_password="s3cret")
+    >>> cfg.group_id, cfg.checkpoint_store
+    ('certmon', 'kafka')
+    >>> "s3cret" in repr(cfg) or "s3cret" in str(cfg.redacted())
+    False
+    >>> cfg.client_kwargs()["sasl_plain_password"]
+    's3cret'
+    >>> KafkaConfig(bootstrap_servers=["a:1", "b:2"]).bootstrap_list()
+    ['a:1', 'b:2']
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str | list[str] = "127.0.0.1:9092"
+    group_id: str = "certmon"
+    client_id: str = "certmon"
+    topics: KafkaTopics = Field(default_factory=KafkaTopics)
+
+    checkpoint_store: Literal["local", "kafka"] = "kafka"
+    # A checkpoint costs ~0.1-0.5 s per few MB of engine state (snapshot + JSON + acks=all):
+    # 100k records per partition keeps that below ~10% and bounds the replay after a crash.
+    checkpoint_every_records: int = Field(default=100_000, gt=0)
+    checkpoint_every_seconds: float = Field(default=30.0, gt=0)
+    checkpoint_chunk_bytes: int = Field(default=512 * 1024, ge=1024, le=8 * 1024 * 1024)
+    checkpoint_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    checkpoint_topic_partitions: int = Field(default=1, gt=0)
+
+    batch_size: int = Field(default=2000, gt=0)
+    # Decode records in a child process (consumers/kafka/fetcher.py), pipelined with processing
+    fetch_process: bool = True
+    poll_timeout_ms: int = Field(default=500, gt=0)
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    heartbeat_interval_ms: int = Field(default=3000, ge=100)
+    max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    request_timeout_ms: int = Field(default=30_000, ge=1000)
+    bootstrap_timeout_ms: int = Field(default=30_000, ge=500)
+    delivery_timeout_ms: int = Field(default=120_000, ge=1000)
+    retry_backoff_max_seconds: float = Field(default=30.0, gt=0)
+    create_topics: bool = True
+    events_partitions: int = Field(default=6, gt=0)
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaConfig:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("kafka.heartbeat_interval_ms must be below kafka.session_timeout_ms")
+        if self.sasl_mechanism is None and self.security_protocol.startswith("SASL"):
+            raise ValueError(f"kafka.sasl_mechanism is required with {self.security_protocol}")
+        return self
+
+    def bootstrap_list(self) -> list[str]:
+        """Return the bootstrap servers as a list of ``host:port`` strings."""
+        if isinstance(self.bootstrap_servers, str):
+            return [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
+        return list(self.bootstrap_servers)
+
+    def client_kwargs(self) -> dict[str, object]:
+        """Return keyword arguments common to kafka-python clients (secrets revealed).
+
+        Never log the result; log :meth:`redacted` instead.
+        """
+        kw: dict[str, object] = {
+            "bootstrap_servers": self.bootstrap_list(),
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": self.request_timeout_ms,
+            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
+            "reconnect_backoff_max_ms": int(self.retry_backoff_max_seconds * 1000),
+        }
+        if self.sasl_mechanism is not None:
+            kw["sasl_mechanism"] = self.sasl_mechanism
+        if self.sasl_plain_username is not None:
+            kw["sasl_plain_username"] = self.sasl_plain_username
+        if self.sasl_plain_password is not None:
+            kw["sasl_plain_password"] = self.sasl_plain_password.get_secret_value()
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            value = getattr(self, name)
+            if value is not None:
+                kw[name] = value
+        if self.ssl_password is not None:
+            kw["ssl_password"] = self.ssl_password.get_secret_value()
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            kw["ssl_check_hostname"] = self.ssl_check_hostname
+        return kw
+
+    def redacted(self) -> dict[str, object]:
+        """Return the settings as JSON-ready data with every secret masked (safe to log)."""
+        data = self.model_dump(mode="json")
+        for name in ("sasl_plain_password", "ssl_password"):
+            if data.get(name) is not None:
+                data[name] = "**********"
+        return data
+
+
+def kafka_config_of(config: Any) -> KafkaConfig:
+    """Return the ``kafka`` section of a certmon config (model or plain dict) as a model.
+
+    Raises
+    ------
+    ConfigError
+        The section does not validate (one line naming the problem).
+
+    Examples
+    --------
+    >>> class C: kafka = {"group_id": "g"}
+    >>> kafka_config_of(C()).group_id
+    'g'
+    """
+    section = getattr(config, "kafka", None)
+    if isinstance(section, KafkaConfig):
+        return section
+    try:
+        return KafkaConfig.model_validate(section or {})
+    except ValueError as exc:
+        raise ConfigError(f"[kafka]: {exc}") from None

@@ -1,0 +1,390 @@
+r"""Configuration: one TOML file validated by pydantic, with ``--set key=value`` overrides.
+
+The minimal file of the engine issue is accepted as is; every other key has a default.
+Unknown keys are errors (a typo must not silently fall back to a default).
+
+Examples
+--------
+>>> minimal = '''
+... [[suites]]
+... name = "*"
+... models = ["*"]
+... audit_rate = 0.05
+... [[suites.certificates]]
+... name = "risk"
+... alpha = 0.1
+... delta = 0.05
+... '''
+>>> cfg = parse_config(minimal, overrides=["metrics.port=9200", "suites.0.audit_rate=0.1"])
+>>> cfg.metrics.port, cfg.suites[0].audit_rate, cfg.suites[0].certificates[0].primary
+(9200, 0.1, 'r_autoeval_plus')
+>>> parse_config(minimal, ["suites.0.audit_rate=2"])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+monitor.errors.ConfigError: <config>: suites.0.audit_rate: Input should be less than or equal...
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from monitor.config.kafka import KafkaConfig
+from monitor.errors import ConfigError
+from monitor.selection import SelectionSettings
+
+__all__ = [
+    "METHODS",
+    "AlertmanagerConfig",
+    "CertificateConfig",
+    "CertmonConfig",
+    "CheckpointConfig",
+    "EventsConfig",
+    "MetricsConfig",
+    "SinksConfig",
+    "SourceConfig",
+    "StrataConfig",
+    "SuiteConfig",
+    "apply_override",
+    "load_config",
+    "parse_config",
+]
+
+from monitor.config.sections import (
+    METHODS,
+    CertificateConfig,
+    StrataConfig,
+)
+from monitor.config.sections import Name as _Name
+from monitor.config.sections import PosFloat as _PosFloat
+from monitor.config.sections import PosInt as _PosInt
+from monitor.config.sections import Section as _Section
+from monitor.config.sections import drop_unset_optional as _drop_unset_optional
+
+
+class SuiteConfig(_Section):
+    """One suite (or a glob of suites) with its models, audit sampling, join bounds, certificates.
+
+    Notes
+    -----
+    ``multiplicity`` shares the suite's error budget across its family of
+    (model, certificate) pairs: ``bonferroni`` tests each at ``delta / family_size``
+    (``family_size`` defaults to the number of listed models times the number of
+    certificates and is required when a model pattern is a glob such as ``"*"``, because
+    the family would be unknown in advance; models seen once the family is full are refused
+    and reported as ``refused_models``, since testing them would spend more than ``delta``);
+    ``fixed_sequence`` and ``e_bh`` are applied when reading the state (see
+    :mod:`monitor.state.family`).
+
+    Precision and strata (optional; absent means the behaviour of the engine issue):
+    ``precision = epsilon`` on one certificate adds a Cer-Eval certified interval for each
+    model's risk (at that certificate's level after multiplicity) and a ``precision_reached``
+    alert when its half-width first drops to epsilon or below; a ``[suites.strata]`` table
+    (:class:`StrataConfig`) stratifies that interval and steers the audit rate per stratum.
+    Without ``[suites.strata]`` the interval has one stratum and auditing is unchanged.
+
+    Examples
+    --------
+    >>> cert = {"name": "risk", "alpha": 0.1, "delta": 0.05, "precision": 0.03}
+    >>> s = SuiteConfig.model_validate({"audit_rate": 0.1, "certificates": [cert],
+    ...     "strata": {"by": "judge_loss", "count": 4, "floor": 0.02}})
+    >>> s.strata.warmup, s.strata.allocation, s.certificates[0].precision
+    (1000, 'cereval', 0.03)
+    >>> SuiteConfig.model_validate({"audit_rate": 0.0, "certificates": [cert],
+    ...     "strata": {"count": 2}})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for SuiteConfig
+    ...
+    """
+
+    name: _Name = "*"
+    models: Annotated[list[_Name], Field(min_length=1)] = ["*"]
+    audit_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    audit_salt: str = ""
+    label_requests: bool = True
+    multiplicity: Literal["none", "bonferroni", "fixed_sequence", "e_bh"] = "none"
+    family_size: _PosInt | None = None
+    max_pending: _PosInt = 100_000
+    pending_ttl_seconds: _PosFloat = 7 * 86400.0
+    max_orphans: _PosInt = 100_000
+    orphan_ttl_seconds: _PosFloat = 86400.0
+    dedupe_max_ids: _PosInt = 100_000
+    dedupe_ttl_seconds: _PosFloat = 86400.0
+    max_round_units: _PosInt = 200_000
+    certificates: list[CertificateConfig] = []
+    strata: StrataConfig | None = None
+    # Best-model selection (PULSE): mode = "selection" + [suites.selection]; None = monitor.
+    mode: Literal["monitor", "selection"] | None = None
+    selection: SelectionSettings | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_unset_optional(self, handler, ("strata", "mode", "selection"))
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.mode == "selection" or self.selection is not None:  # see monitor/selection.py
+            if self.mode != "selection" or self.selection is None:
+                raise ValueError('selection needs mode = "selection" and [suites.selection]')
+            if self.certificates or self.strata is not None:
+                raise ValueError("certificates and strata are not used in selection mode")
+            return self
+        if not self.certificates:
+            raise ValueError("certificates: at least one [[suites.certificates]] is required")
+        names = [c.name for c in self.certificates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"certificate names must be unique, got {names}")
+        goals = [c.name for c in self.certificates if c.precision is not None]
+        if len(goals) > 1:
+            raise ValueError(f"at most one certificate per suite may set precision, got {goals}")
+        if self.strata is not None:
+            budget = self.strata.budget if self.strata.budget is not None else self.audit_rate
+            if budget <= 0.0:
+                raise ValueError(
+                    "strata needs a positive label budget: set strata.budget or audit_rate > 0"
+                )
+            if self.strata.floor > budget:
+                raise ValueError(
+                    f"strata.floor ({self.strata.floor}) must not exceed the budget ({budget})"
+                )
+        if (
+            self.multiplicity == "bonferroni"
+            and self.family_size is None
+            and any(_is_glob(m) for m in self.models)
+        ):
+            raise ValueError(
+                "family_size is required with multiplicity = 'bonferroni' when models contains a "
+                "glob (the number of models is not known in advance)"
+            )
+        listed = sum(not _is_glob(m) for m in self.models) * len(self.certificates)
+        if self.family_size is not None and listed > self.family_size:
+            raise ValueError(
+                f"family_size ({self.family_size}) is smaller than the listed models x "
+                f"certificates ({listed})"
+            )
+        return self
+
+    @property
+    def effective_family_size(self) -> int:
+        """Family size used by Bonferroni (configured, or listed models x certificates)."""
+        if self.family_size is not None:
+            return self.family_size
+        if any(_is_glob(m) for m in self.models):
+            return len(self.certificates)
+        return len(self.models) * len(self.certificates)
+
+    def matches_suite(self, suite: str) -> bool:
+        """Return True when ``suite`` matches this entry's name or glob."""
+        return fnmatch.fnmatchcase(suite, self.name)
+
+    def matches_model(self, model: str) -> bool:
+        """Return True when ``model`` matches one of the model patterns."""
+        return any(fnmatch.fnmatchcase(model, p) for p in self.models)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+class CheckpointConfig(_Section):
+    """Where and how often to checkpoint (``dir`` unset: no checkpoints)."""
+
+    dir: str | None = None
+    key: _Name = "certmon"
+    every_events: _PosInt = 100_000
+    every_seconds: _PosFloat = 30.0
+
+
+class MetricsConfig(_Section):
+    """Prometheus endpoint."""
+
+    enabled: bool = True
+    host: str = "0.0.0.0"
+    port: Annotated[int, Field(ge=0, le=65535)] = 9108
+
+
+class AlertmanagerConfig(_Section):
+    """Settings of the Alertmanager alert sink (``[sinks.alertmanager]``).
+
+    The URLs come from the ``alertmanager:URL[,URL2...]`` entry of ``sinks.alerts``; this
+    table only tunes the sink (see ``consumers.alertmanager.AlertmanagerSink``).
+    """
+
+    grafana_url: str | None = None
+    resend_seconds: _PosFloat = 60.0
+    timeout: _PosFloat = 5.0
+
+
+class SinksConfig(_Section):
+    """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
+
+    ``alerts`` may also be ``"alertmanager:URL[,URL2...]"`` (push to Alertmanager's v2 API),
+    or a list of specifications: every alert then goes to each, e.g.
+    ``["kafka", "alertmanager:http://alertmanager:9093"]``.
+    """
+
+    alerts: str | Annotated[list[_Name], Field(min_length=1)] = "stdout"
+    requests: str = "none"
+    dead_letters: str = "none"
+    alertmanager: AlertmanagerConfig = AlertmanagerConfig()
+
+    @property
+    def alert_specs(self) -> list[str]:
+        """The alert sink specifications as a list (one element for a plain string)."""
+        return [self.alerts] if isinstance(self.alerts, str) else list(self.alerts)
+
+
+class SourceConfig(_Section):
+    """Input for ``certmon run``: a JSONL file (optionally followed), stdin, or Kafka."""
+
+    kind: Literal["file", "stdin", "kafka"] = "stdin"
+    path: str | None = None
+    follow: bool = False
+    poll_seconds: _PosFloat = 0.2
+    max_events_per_second: _PosFloat | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.kind == "file" and not self.path:
+            raise ValueError("path is required when kind = 'file'")
+        return self
+
+
+class EventsConfig(_Section):
+    """Event validation limits."""
+
+    max_bytes: _PosInt = 64 * 1024
+
+
+class CertmonConfig(_Section):
+    """The whole configuration."""
+
+    suites: Annotated[list[SuiteConfig], Field(min_length=1)]
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    sinks: SinksConfig = SinksConfig()
+    source: SourceConfig = SourceConfig()
+    events: EventsConfig = EventsConfig()
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(doc: dict[str, Any], override: str) -> None:
+    """Apply one ``dotted.path=value`` override to a raw TOML document in place.
+
+    The value is parsed as a TOML literal (``9100``, ``0.1``, ``true``, ``["a", "b"]``,
+    ``"text"``); if it is not a valid literal it is taken as a plain string. Integer path
+    parts index lists; missing tables are created.
+
+    Raises
+    ------
+    ConfigError
+        Malformed override or a path that does not fit the document.
+
+    Examples
+    --------
+    >>> d = {"suites": [{"name": "a"}]}
+    >>> apply_override(d, "suites.0.audit_rate=0.1"); apply_override(d, "sinks.alerts=file:/tmp/a")
+    >>> d
+    {'suites': [{'name': 'a', 'audit_rate': 0.1}], 'sinks': {'alerts': 'file:/tmp/a'}}
+    """
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"--set {override!r}: expected key=value with a dotted key")
+    parts = key.split(".")
+    node: Any = doc
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {key}: {where} is not an index of a list of {len(node)}")
+            if last:
+                node[int(part)] = _parse_value(raw.strip())
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = _parse_value(raw.strip())
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")
+
+
+def _format_errors(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
+        if e["type"] == "value_error" or isinstance(e.get("input"), dict):
+            got = ""
+        parts.append(f"{loc}: {msg}{got}")
+    return "; ".join(parts)
+
+
+def parse_config(
+    text: str, overrides: list[str] | tuple[str, ...] = (), source: str = "<config>"
+) -> CertmonConfig:
+    r"""Parse TOML text plus overrides into a :class:`CertmonConfig`.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the source, the key path and the problem.
+
+    Examples
+    --------
+    >>> parse_config("[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\nb=1")
+    Traceback (most recent call last):
+    ...
+    monitor.errors.ConfigError: <config>: suites.0.certificates.0.b: Extra inputs are not permitted
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    for ov in overrides:
+        apply_override(doc, ov)
+    try:
+        return CertmonConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_format_errors(exc)}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CertmonConfig:
+    """Read and validate a TOML configuration file.
+
+    Examples
+    --------
+    >>> load_config("/nonexistent.toml")
+    Traceback (most recent call last):
+    ...
+    monitor.errors.ConfigError: cannot read config /nonexistent.toml: No such file or directory
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read config {path}: not UTF-8 text") from None
+    return parse_config(text, overrides, source=str(path))

@@ -1,0 +1,413 @@
+"""R-Eval, R-AutoEval and R-AutoEval+: PPI++ effective observations and the mixture over rho.
+
+A *round* is one audited unit: its human loss ``l``, the judge loss ``f`` on the same unit and the
+mean ``b`` of the judge losses on the unaudited units of its block (``None`` if the block is
+empty). For a reliance factor ``rho`` the PPI++ effective observation is
+
+    q = l + rho * (b - f)        (paper eq. 10; q = l when the block is empty),
+
+an unbiased estimate of the risk ``R = E[l]`` with range ``[-rho, 1 + rho]``. R-Eval is
+``rho = 0``, R-AutoEval is ``rho = 1`` and R-AutoEval+ runs one e-process per ``rho_s`` and mixes
+them with weights proportional to ``w_{s,0} E_{s,i-1}`` (eq. 13), which makes the mixture e-value
+(eq. 11) equal to ``sum_s w_{s,0} E_{s,i}`` (eq. 25 of the paper's proof).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.eprocess import BettingEProcess
+
+__all__ = [
+    "AutoEvalTest",
+    "Method",
+    "advance_pair",
+    "advance_verified_pair",
+    "check_round",
+    "effective_observations",
+    "method_rhos",
+]
+
+Method = Literal["r_eval", "r_autoeval", "r_autoeval_plus"]
+_STATE_KIND = "certmon.AutoEvalTest"
+
+
+def method_rhos(method: Method, n_rhos: int = 10) -> np.ndarray:
+    """Reliance factors of a method: ``[0]``, ``[1]`` or ``n_rhos`` uniform points of [0, 1].
+
+    Examples
+    --------
+    >>> method_rhos("r_eval").tolist(), method_rhos("r_autoeval").tolist()
+    ([0.0], [1.0])
+    >>> method_rhos("r_autoeval_plus", 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    if method == "r_eval":
+        return np.array([0.0])
+    if method == "r_autoeval":
+        return np.array([1.0])
+    if method == "r_autoeval_plus":
+        if isinstance(n_rhos, bool) or not isinstance(n_rhos, int) or n_rhos < 2:
+            raise ValueError(f"r_autoeval_plus needs n_rhos >= 2, got {n_rhos!r}")
+        return np.linspace(0.0, 1.0, n_rhos)
+    raise ValueError(f"unknown method {method!r}; use r_eval, r_autoeval or r_autoeval_plus")
+
+
+def check_round(human: float, judge: float, block_mean: float | None) -> None:
+    """Raise ``ValueError`` unless the losses are finite floats in [0, 1].
+
+    Examples
+    --------
+    >>> check_round(0.0, 1.0, None)
+    >>> check_round(0.5, 1.5, 0.2)
+    Traceback (most recent call last):
+    ...
+    ValueError: judge_loss must be a finite number in [0, 1], got 1.5
+    """
+    if (
+        0.0 <= human <= 1.0
+        and 0.0 <= judge <= 1.0
+        and (block_mean is None or 0.0 <= block_mean <= 1.0)
+    ):
+        return
+    for name, v in (("human_loss", human), ("judge_loss", judge), ("block_mean", block_mean)):
+        if not (v is None and name == "block_mean") and not 0.0 <= v <= 1.0:  # type: ignore[operator]
+            raise ValueError(f"{name} must be a finite number in [0, 1], got {v!r}")
+
+
+def effective_observations(
+    human: float, judge: float, block_mean: float | None, rhos: np.ndarray
+) -> np.ndarray:
+    """PPI++ effective observations ``q_s = l + rho_s (b - f)``, one per rho.
+
+    Parameters
+    ----------
+    human, judge : float
+        Human loss ``l`` and judge loss ``f`` of the audited unit, in [0, 1].
+    block_mean : float or None
+        Mean ``b`` of the judge losses of the round's synthetic block; ``None`` (empty block)
+        gives ``q_s = l`` for every rho.
+    rhos : numpy.ndarray
+        Reliance factors in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``rhos.shape``; entry ``s`` lies in ``[-rho_s, 1 + rho_s]`` exactly (floating point
+        rounding is monotone, so the bounds hold after rounding too).
+
+    Examples
+    --------
+    >>> effective_observations(1.0, 0.0, 0.5, np.array([0.0, 0.5, 1.0])).tolist()
+    [1.0, 1.25, 1.5]
+    >>> effective_observations(0.0, 1.0, None, np.array([0.0, 1.0])).tolist()
+    [0.0, 0.0]
+    """
+    check_round(human, judge, block_mean)
+    r = np.asarray(rhos, dtype=float)
+    if block_mean is None:
+        return np.full(r.shape, float(human))
+    return float(human) + r * (float(block_mean) - float(judge))
+
+
+class AutoEvalTest:
+    """One-sided R-Eval / R-AutoEval / R-AutoEval+ test: a wealth-weighted mixture over rhos.
+
+    Parameters
+    ----------
+    alpha : float
+        Risk level in (0, 1).
+    delta : float
+        Error level in (0, 1); the test rejects when the mixture e-value reaches ``1/delta``.
+    side : {"certify", "violate"}
+        ``"certify"``: evidence that the risk is <= alpha (H0: R > alpha);
+        ``"violate"``: evidence that the risk is > alpha (H0: R <= alpha).
+    rhos : array_like, shape (S,)
+        Reliance factors in [0, 1] (see :func:`method_rhos`).
+    bet : BetConfig
+        Bet rule of each rho's e-process.
+    initial_weights : array_like, optional
+        Positive prior weights ``w_{s,0}`` (normalized to sum 1); uniform by default.
+    e_process : BettingEProcess, optional
+        The rows' e-process when an owner shares and advances it (it must have one row per rho
+        with range ``[-rho, 1 + rho]``); by default the test builds and advances its own.
+
+    Examples
+    --------
+    >>> t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
+    >>> for _ in range(20):
+    ...     t.update(0.0, 0.0, 0.0)
+    >>> t.crossed_at_round is not None and t.log_e >= t.log_threshold
+    True
+    >>> t.rho_weights.shape
+    (3,)
+
+    Notes
+    -----
+    Guarantee: if the rounds are i.i.d. with risk ``R > alpha`` (certify) or ``R <= alpha``
+    (violate), ``P(exists t: log_e_t >= log(1/delta)) <= delta``. The mixture is a convex
+    combination of e-processes with fixed prior weights, hence itself a nonnegative
+    supermartingale (Ville's inequality). Assumptions: audited units are a random sample
+    independent of their losses, the block of each round is disjoint from the audited unit and
+    from other blocks, and losses lie in [0, 1] (checked). Lemma 1: ``log_e`` is at most
+    ``log(1 / min_s w_{s,0})`` below the best single-rho ``log E_s``.
+    """
+
+    def __init__(
+        self,
+        alpha: float,
+        delta: float,
+        side: Side,
+        rhos: ArrayLike,
+        bet: BetConfig,
+        initial_weights: ArrayLike | None = None,
+        e_process: BettingEProcess | None = None,
+    ) -> None:
+        r = np.asarray(rhos, dtype=float).reshape(-1)
+        if r.size == 0 or not np.all((r >= 0.0) & (r <= 1.0)):
+            raise ValueError(f"rhos must be non-empty values in [0, 1], got {r.tolist()}")
+        if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
+            raise ValueError(f"alpha must satisfy 0 < alpha < 1, got {alpha!r}")
+        if initial_weights is None:
+            w0 = np.full(r.size, 1.0 / r.size)
+        else:
+            w0 = np.asarray(initial_weights, dtype=float).reshape(-1)
+            if w0.shape != r.shape or not np.all(np.isfinite(w0) & (w0 > 0.0)):
+                raise ValueError("initial_weights must be positive, finite and one per rho")
+            w0 = w0 / w0.sum()
+        self._rhos = [float(v) for v in r.tolist()]
+        self._rhos_arr = np.array(self._rhos)
+        self._log_w0 = [math.log(v) for v in w0.tolist()]
+        self._uniform = len(set(self._log_w0)) == 1  # same rule in from_state (determinism)
+        self._ep = e_process if e_process is not None else BettingEProcess(
+            alpha, delta, side, [-v for v in self._rhos], [1.0 + v for v in self._rhos], bet)
+        self._log_threshold = -math.log(float(delta))
+        self._log_e_cache: float | None = None
+        self._max_log_e = 0.0
+        self._crossed: int | None = None
+        self._sum_human = 0.0
+        self._sum_shift = 0.0  # sum over rounds of (b - f), 0 for empty blocks
+
+    # ------------------------------------------------------------------ update
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Process one round; raises ``ValueError`` on losses outside [0, 1] or non-finite."""
+        check_round(human_loss, judge_loss, block_mean)
+        self.advance(float(human_loss), float(judge_loss),
+                     None if block_mean is None else float(block_mean))
+
+    def advance(self, human: float, judge: float, block_mean: float | None) -> None:
+        """Process one round whose losses were already validated (see :func:`check_round`)."""
+        if block_mean is None:
+            self._ep.advance([human] * len(self._rhos))
+            self.record(human, None)
+        else:
+            d = block_mean - judge
+            self._ep.advance([human + r * d for r in self._rhos])
+            self.record(human, d)
+
+    def record(self, human: float, shift: float | None) -> None:
+        """Bookkeeping after the e-process has seen the round (mixture, maximum, crossing).
+
+        :meth:`advance` calls it; an owner that advances a shared e-process itself (a
+        :class:`~monitor.stats.betting.risk_group.CertificateGroup`) calls it once per round
+        with the human loss and ``b - f`` (``None`` for an empty block).
+        """
+        self._sum_human += human
+        if shift is not None:
+            self._sum_shift += shift
+        self._log_e_cache = None
+        mx = max(self._ep.log_wealth_list())
+        # the mixture is a convex combination, so log_e <= max_s log E_s: the exact value is
+        # only needed when it could set a new maximum (and hence cross the threshold)
+        if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:
+            log_e = self._mixture(mx)
+            if log_e > self._max_log_e:
+                self._max_log_e = log_e
+                if self._crossed is None and log_e >= self._log_threshold:
+                    self._crossed = self._ep.rounds
+
+    def _mixture(self, mx: float) -> float:
+        # log sum_s w0_s E_s, given mx = max_s log E_s; cached until the next round
+        lw = self._ep.log_wealth_list()
+        exp = math.exp
+        if len(lw) == 1:
+            log_e = self._log_w0[0] + lw[0]
+        elif self._uniform:
+            log_e = self._log_w0[0] + mx + math.log(sum([exp(x - mx) for x in lw]))
+        else:
+            v = [a + b for a, b in zip(self._log_w0, lw, strict=True)]
+            m = max(v)
+            log_e = m + math.log(sum([exp(x - m) for x in v]))
+        self._log_e_cache = log_e
+        return log_e
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def rounds(self) -> int:
+        """Number of rounds processed."""
+        return self._ep.rounds
+
+    @property
+    def side(self) -> Side:
+        """``"certify"`` or ``"violate"``."""
+        return self._ep.side
+
+    @property
+    def rhos(self) -> np.ndarray:
+        """Reliance factors, shape (S,)."""
+        return self._rhos_arr.copy()
+
+    @property
+    def log_threshold(self) -> float:
+        """``log(1 / delta)``."""
+        return self._log_threshold
+
+    @property
+    def log_e(self) -> float:
+        """Mixture log e-value ``log sum_s w_{s,0} E_{s,t}`` (= log of eq. 11)."""
+        if self._log_e_cache is None:
+            return self._mixture(max(self._ep.log_wealth_list()))
+        return self._log_e_cache
+
+    @property
+    def log_e_per_rho(self) -> np.ndarray:
+        """``log E_{s,t}`` of each rho's own e-process, shape (S,)."""
+        return self._ep.log_wealth
+
+    @property
+    def rho_weights(self) -> np.ndarray:
+        """Weights ``w_{s,t+1}`` (eq. 13) that the NEXT round uses, shape (S,), sum 1."""
+        v = np.array(self._log_w0) + self._ep.log_wealth
+        w = np.exp(v - v.max())
+        out: np.ndarray = w / w.sum()
+        return out
+
+    @property
+    def next_bets(self) -> np.ndarray:
+        """Each rho's bet for the next round, shape (S,)."""
+        return self._ep.next_bets
+
+    @property
+    def max_log_e(self) -> float:
+        """Largest mixture log e-value seen so far (0 at round 0)."""
+        return self._max_log_e
+
+    @property
+    def crossed_at_round(self) -> int | None:
+        """First round whose mixture ``log_e >= log(1/delta)``, or ``None``."""
+        return self._crossed
+
+    @property
+    def progress(self) -> tuple[float, int | None, float, float]:
+        """``(max_log_e, crossed_at_round, sum of human losses, sum of b - f)``."""
+        return self._max_log_e, self._crossed, self._sum_human, self._sum_shift
+
+    def restore_progress(self, max_log_e: float, crossed: int | None, sum_human: float,
+                         sum_shift: float) -> None:
+        """Set what :attr:`progress` returns (restoring a snapshot of a shared e-process)."""
+        self._max_log_e = float(max_log_e)
+        self._crossed = None if crossed is None else int(crossed)
+        self._sum_human = float(sum_human)
+        self._sum_shift = float(sum_shift)
+        self._log_e_cache = None
+
+    @property
+    def mean_per_rho(self) -> np.ndarray:
+        """Running mean of each rho's effective observations (unbiased for the risk); NaN at t=0."""
+        t = self.rounds
+        if t == 0:
+            return np.full(len(self._rhos), math.nan)
+        return (self._sum_human + self._rhos_arr * self._sum_shift) / t
+
+    @property
+    def mean_human(self) -> float:
+        """Running mean of the human losses (NaN before round 1)."""
+        t = self.rounds
+        return self._sum_human / t if t else math.nan
+
+    @property
+    def e_process(self) -> BettingEProcess:
+        """The underlying per-rho e-processes (read it, do not update it)."""
+        return self._ep
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> dict[str, Any]:
+        """Return the full state as a JSON-serializable dict (Python floats, exact)."""
+        return {
+            "kind": _STATE_KIND,
+            "version": 1,
+            "rhos": list(self._rhos),
+            "log_w0": list(self._log_w0),
+            "max_log_e": self._max_log_e,
+            "crossed_at_round": self._crossed,
+            "sum_human": self._sum_human,
+            "sum_shift": self._sum_shift,
+            "eprocess": self._ep.to_state(),
+        }
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> AutoEvalTest:
+        """Rebuild a test from :meth:`to_state` output (bit-identical continuation)."""
+        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
+            raise ValueError(f"not an AutoEvalTest state (kind={d.get('kind')!r})")
+        ep = BettingEProcess.from_state(d["eprocess"])
+        t = cls(ep.alpha, ep.delta, ep.side, d["rhos"], ep.bet)
+        t._log_w0 = [float(v) for v in d["log_w0"]]
+        t._uniform = len(set(t._log_w0)) == 1
+        if len(t._log_w0) != len(t._rhos):
+            raise ValueError("AutoEvalTest state: log_w0 and rhos differ in length")
+        t._ep = ep
+        t._max_log_e = float(d["max_log_e"])
+        c = d["crossed_at_round"]
+        t._crossed = None if c is None else int(c)
+        t._sum_human = float(d["sum_human"])
+        t._sum_shift = float(d["sum_shift"])
+        return t
+
+
+def advance_pair(certify: AutoEvalTest, violate: AutoEvalTest, human: float, judge: float,
+                 block_mean: float | None) -> None:
+    """Advance a certify test and its violate twin on one validated round.
+
+    Bit-identical to ``certify.advance(...); violate.advance(...)``; when both use WSR bets on
+    the same rhos it builds the effective observations once and shares the WSR statistics
+    (:meth:`BettingEProcess.advance_twins`), which is what makes a two-sided
+    :class:`monitor.stats.betting.risk.RiskMonitor` cheap.
+
+    Examples
+    --------
+    >>> rh = method_rhos("r_autoeval_plus", 4)
+    >>> a, b = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig()) for s in ("certify", "violate"))
+    >>> c, d = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig()) for s in ("certify", "violate"))
+    >>> advance_pair(a, b, 0.0, 1.0, 0.3)
+    >>> c.advance(0.0, 1.0, 0.3); d.advance(0.0, 1.0, 0.3)
+    >>> a.to_state() == c.to_state() and b.to_state() == d.to_state()
+    True
+    """
+    if certify.side != "certify" or not certify._ep.is_twin_of(violate._ep):
+        certify.advance(human, judge, block_mean)
+        violate.advance(human, judge, block_mean)
+        return
+    advance_verified_pair(certify, violate, human, judge, block_mean)
+
+
+def advance_verified_pair(certify: AutoEvalTest, violate: AutoEvalTest, human: float, judge: float,
+                   block_mean: float | None) -> None:
+    """Advance a verified twin pair (see :func:`advance_pair`) without checking it again.
+
+    For callers that built the pair once and keep it in lockstep (:class:`RiskMonitor`).
+    """
+    if block_mean is None:
+        q = [human] * len(certify._rhos)
+        d: float | None = None
+    else:
+        d = block_mean - judge
+        q = [human + r * d for r in certify._rhos]
+    certify._ep.advance_twins(violate._ep, q)
+    certify.record(human, d)
+    violate.record(human, d)

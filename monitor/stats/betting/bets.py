@@ -1,0 +1,242 @@
+"""Betting rules for one-sided testing-by-betting e-processes.
+
+Two rules from R-AutoEval+ (Park, Zecchin, Simeone, Appendix C):
+
+- ``"wsr"``: the Waudby-Smith--Ramdas predictable plug-in bet, eq. (20)-(21), in its anytime
+  form (``horizon=None``) or the paper's fixed-horizon form (``horizon=n``);
+- ``"up"``: the universal portfolio, eq. (19): a mixture of constant-bet wealths over a grid of
+  bets with a Beta(1/2, 1/2) prior.
+
+This module holds the configuration and the pure per-round formulas; the state that evolves over
+rounds lives in :class:`monitor.stats.betting.eprocess.BettingEProcess`.
+
+Sign convention: ``side="certify"`` tests H0: mean > alpha with wealth factor
+``1 - lam (q - alpha)``; ``side="violate"`` tests H0: mean <= alpha with ``1 + lam (q - alpha)``.
+Bets are non-negative and capped at ``c / (M - alpha)`` (certify) or ``c / (alpha - m)``
+(violate) for observations in ``[m, M]``, so every factor is at least ``1 - c > 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "BetConfig",
+    "Rule",
+    "Side",
+    "bet_cap",
+    "up_grid",
+    "wsr_bet",
+    "wsr_prior",
+    "wsr_scale",
+]
+
+Rule = Literal["wsr", "up"]
+Side = Literal["certify", "violate"]
+
+
+@dataclass(frozen=True)
+class BetConfig:
+    """How an e-process chooses its bets.
+
+    Parameters
+    ----------
+    rule : {"wsr", "up"}
+        Waudby-Smith--Ramdas plug-in (cheap) or universal portfolio (sublinear regret).
+    c : float
+        Cap fraction, ``0 < c < 1``: bets are at most ``c / (M - alpha)`` (certify) or
+        ``c / (alpha - m)`` (violate). Default 1/2; the paper uses 3/4.
+    horizon : int or None
+        WSR only. ``None``: anytime form ``sqrt(2 log(1/delta) / (sigma^2 t log(1 + t)))``;
+        an integer ``n``: the paper's fixed-horizon form ``sqrt(2 log(1/delta) / (n sigma^2))``
+        (still a valid e-process after round ``n``, just tuned for ``n``).
+    up_grid : int
+        UP only: number of bets in the grid (cell midpoints of ``[0, 1]`` scaled by the cap).
+
+    Notes
+    -----
+    Validity never depends on the rule: any predictable bet in ``[0, cap]`` gives an
+    e-process. The rule only sets power. The anytime WSR bet shrinks like
+    ``1 / sqrt(t log t)``, so its log wealth grows sublinearly (it is tuned for confidence
+    sequences); for certificates that must eventually fire, prefer ``rule="up"`` (sublinear
+    regret against the best constant bet, paper Appendix C.1) or a WSR ``horizon`` near the
+    expected number of labels. WSR priors for a range ``[m, M]`` are the affine-equivariant
+    ``mu0 = (m + M) / 2``, ``sigma0^2 = (M - m)^2 / 4`` (see :func:`wsr_prior`).
+
+    Examples
+    --------
+    >>> cfg = BetConfig(rule="up", c=0.75, up_grid=32)
+    >>> BetConfig.from_dict(cfg.to_dict()) == cfg
+    True
+    """
+
+    rule: Rule = "wsr"
+    c: float = 0.5
+    horizon: int | None = None
+    up_grid: int = 64
+
+    def __post_init__(self) -> None:
+        if self.rule not in ("wsr", "up"):
+            raise ValueError(f"BetConfig.rule must be 'wsr' or 'up', got {self.rule!r}")
+        if not (isinstance(self.c, (int, float)) and 0.0 < float(self.c) < 1.0):
+            raise ValueError(f"BetConfig.c must satisfy 0 < c < 1, got {self.c!r}")
+        if self.horizon is not None and (
+            isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1
+        ):
+            raise ValueError(f"BetConfig.horizon must be None or an int >= 1, got {self.horizon!r}")
+        if isinstance(self.up_grid, bool) or not isinstance(self.up_grid, int) or self.up_grid < 1:
+            raise ValueError(f"BetConfig.up_grid must be an int >= 1, got {self.up_grid!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        """Return a JSON-serializable dict (inverse of :meth:`from_dict`)."""
+        return {"rule": self.rule, "c": float(self.c), "horizon": self.horizon,
+                "up_grid": self.up_grid}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> BetConfig:
+        """Build a config from :meth:`to_dict` output; unknown keys raise ``ValueError``."""
+        unknown = set(d) - {"rule", "c", "horizon", "up_grid"}
+        if unknown:
+            raise ValueError(f"unknown BetConfig keys: {sorted(unknown)}")
+        rule = d.get("rule", "wsr")
+        if rule not in ("wsr", "up"):
+            raise ValueError(f"BetConfig.rule must be 'wsr' or 'up', got {rule!r}")
+        c = d.get("c", 0.5)
+        horizon = d.get("horizon")
+        up = d.get("up_grid", 64)
+        if not isinstance(c, (int, float)) or not isinstance(up, int):
+            raise ValueError(f"bad BetConfig dict: {d!r}")
+        if horizon is not None and not isinstance(horizon, int):
+            raise ValueError(f"bad BetConfig horizon: {horizon!r}")
+        return cls(rule=rule, c=float(c), horizon=horizon, up_grid=up)
+
+
+def bet_cap(alpha: float, lo: float, hi: float, side: Side, c: float) -> float:
+    """Largest allowed bet: ``c / (hi - alpha)`` (certify) or ``c / (alpha - lo)`` (violate).
+
+    Examples
+    --------
+    >>> bet_cap(0.12, 0.0, 1.0, "certify", 0.5)  # 0.5 / 0.88
+    0.5681818181818182
+    >>> bet_cap(0.25, 0.0, 1.0, "violate", 0.5)
+    2.0
+    """
+    if not lo < alpha < hi:
+        raise ValueError(f"alpha must lie strictly inside the range [{lo}, {hi}], got {alpha}")
+    return c / (hi - alpha) if side == "certify" else c / (alpha - lo)
+
+
+def wsr_prior(lo: float, hi: float) -> tuple[float, float]:
+    """Prior mean and variance ``(mu0, sigma0^2)`` of the WSR plug-in for range ``[lo, hi]``.
+
+    The paper uses ``mu0 = 1/2`` and ``sigma0^2 = 1/4`` for ``[0, 1]``. We use the
+    affine-equivariant generalisation ``mu0 = (lo + hi) / 2``, ``sigma0^2 = (hi - lo)^2 / 4``
+    (the midpoint and the largest variance of the range): betting on ``q`` is then exactly
+    betting on ``(q - lo) / (hi - lo)`` in ``[0, 1]`` with the paper's priors. For the PPI++
+    range ``[-rho, 1 + rho]`` the prior mean stays 1/2.
+
+    Examples
+    --------
+    >>> wsr_prior(0.0, 1.0)
+    (0.5, 0.25)
+    >>> wsr_prior(-1.0, 2.0)
+    (0.5, 2.25)
+    """
+    return 0.5 * (lo + hi), 0.25 * (hi - lo) ** 2
+
+
+def wsr_scale(log_inv_delta: float, t: int, horizon: int | None) -> float:
+    """Numerator ``K_t`` of the WSR bet ``lam_t = min(cap, sqrt(K_t / sigma_{t-1}^2))``.
+
+    Parameters
+    ----------
+    log_inv_delta : float
+        ``log(1 / delta)``.
+    t : int
+        Index (1-based) of the round the bet is for.
+    horizon : int or None
+        ``None``: anytime form ``K_t = 2 log(1/delta) / (t log(1 + t))``; ``n``: fixed-horizon
+        form ``K_t = 2 log(1/delta) / n``.
+
+    Examples
+    --------
+    >>> round(wsr_scale(math.log(10.0), 1, None), 6)  # 2 log 10 / log 2
+    6.643856
+    >>> wsr_scale(math.log(10.0), 5, 100) == 2 * math.log(10.0) / 100
+    True
+    """
+    if horizon is None:
+        return 2.0 * log_inv_delta / (t * math.log1p(t))
+    return 2.0 * log_inv_delta / horizon
+
+
+def wsr_bet(
+    past: list[float] | np.ndarray,
+    alpha: float,
+    delta: float,
+    lo: float,
+    hi: float,
+    side: Side,
+    bet: BetConfig,
+) -> float:
+    """WSR bet for the next round, from the past observations only (batch reference form).
+
+    ``sigma^2_{i-1} = (sigma0^2 + sum_{j<i} (q_j - mu_j)^2) / i`` with
+    ``mu_j = (mu0 + sum_{k<=j} q_k) / (j + 1)``, eq. (21); the bet is
+    ``min(cap, sqrt(K_i / sigma^2_{i-1}))``, eq. (20), with ``K_i`` from :func:`wsr_scale`.
+
+    Examples
+    --------
+    >>> cfg = BetConfig()
+    >>> round(wsr_bet([], 0.12, 0.1, 0.0, 1.0, "certify", cfg), 6)  # capped: 0.5 / 0.88
+    0.568182
+    >>> wsr_bet([0.0] * 50, 0.12, 0.1, 0.0, 1.0, "certify", cfg) > 0
+    True
+
+    Notes
+    -----
+    The bet is a function of ``past`` alone, so it is predictable: it is fixed before the
+    observation it multiplies. Validity of the resulting e-process does not depend on how the
+    bet is tuned, only on predictability and the cap (factors stay >= 1 - c > 0).
+    """
+    q = np.asarray(past, dtype=float)
+    i = q.size + 1
+    mu0, var0 = wsr_prior(lo, hi)
+    dev = 0.0
+    total = 0.0
+    for j, x in enumerate(q.tolist(), start=1):
+        total += x
+        mu = (mu0 + total) / (j + 1)
+        dev += (x - mu) ** 2
+    sigma2 = (var0 + dev) / i
+    cap = bet_cap(alpha, lo, hi, side, bet.c)
+    return min(cap, math.sqrt(wsr_scale(-math.log(delta), i, bet.horizon) / sigma2))
+
+
+def up_grid(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grid of bet fractions in ``(0, 1)`` and log prior weights (Beta(1/2, 1/2) cell masses).
+
+    The fractions are the midpoints of ``size`` equal cells of ``[0, 1]``; each weight is the
+    exact arcsine-law mass ``(2/pi) (asin sqrt(b) - asin sqrt(a))`` of its cell, so weights sum to
+    one. A fraction ``u`` becomes the bet ``u * cap``.
+
+    Examples
+    --------
+    >>> u, logw = up_grid(4)
+    >>> u.tolist()
+    [0.125, 0.375, 0.625, 0.875]
+    >>> round(float(np.exp(logw).sum()), 12)
+    1.0
+    """
+    if size < 1:
+        raise ValueError(f"UP grid size must be >= 1, got {size}")
+    edges = np.linspace(0.0, 1.0, size + 1)
+    cdf = (2.0 / np.pi) * np.arcsin(np.sqrt(edges))
+    mass = np.diff(cdf)
+    mass = mass / mass.sum()
+    frac = 0.5 * (edges[:-1] + edges[1:])
+    return frac, np.log(mass)

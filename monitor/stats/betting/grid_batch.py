@@ -1,0 +1,129 @@
+"""Many WSR rounds of grid wealth at once: the batched path of the shared confidence sequence.
+
+:class:`monitor.stats.betting.confseq_group.SharedGridWealth` buffers rounds and applies them here
+in one vectorized pass: the bets and running sums of every round (:func:`wsr_rounds_stats`), the
+log-wealth after every round (:func:`accumulate_wsr_rounds`), and the rounds at which a member's
+interval edge may move (:func:`edge_candidates`). Every value is bit-identical to the
+round-by-round functions of :mod:`monitor.stats.betting.grid_wealth` (same IEEE operations in the
+same order; running sums are sequential, never pairwise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.stats.betting.bets import wsr_scale
+from monitor.stats.betting.grid_wealth import edge_limit
+
+__all__ = ["accumulate_wsr_rounds", "edge_candidates", "wsr_rounds_stats"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def accumulate_wsr_rounds(
+    log_wealth: FloatArray, qs: FloatArray, lams: FloatArray, grid: FloatArray, caps: FloatArray
+) -> FloatArray:
+    """Log-wealth after each of ``k`` WSR rounds, shape ``(k, 2, S, W)``, in one pass.
+
+    ``out[i]`` is ``log_wealth`` after rounds ``0..i`` with observations ``qs[i]`` and bets
+    ``lams[i]`` (shape ``(k, S)``): the same element-wise operations as ``k`` calls of
+    :func:`apply_wsr_bets` (subtract, negate, minimum, multiply, log1p), then a running sum in
+    round order, so every value is bit-identical to the round-by-round update.
+
+    Examples
+    --------
+    >>> import math
+    >>> from monitor.stats.betting.grid_wealth import apply_wsr_bets
+    >>> lw = np.zeros((2, 1, 1)); one = np.zeros((2, 1, 1))
+    >>> out = accumulate_wsr_rounds(lw, np.array([[0.0], [1.0]]), np.array([[4.0], [2.0]]),
+    ...                             np.array([0.5]), np.ones((2, 1, 1)))
+    >>> apply_wsr_bets(one, [0.0], 1, math.log(4.0), None, [0.25], [0.0], np.array([0.5]),
+    ...                np.ones((2, 1, 1)), (np.empty_like(lw), np.empty_like(lw)))
+    >>> bool((out[0] == one).all()), out.shape
+    (True, (2, 2, 1, 1))
+    """
+    out = np.empty((len(qs), *log_wealth.shape))
+    np.subtract(qs[:, :, None], grid, out=out[:, 1])  # x = q - m
+    np.negative(out[:, 1], out=out[:, 0])  # upper test: -x
+    bets = np.minimum(lams[:, None, :, None], caps)  # capped bets
+    np.multiply(bets, out, out=out)
+    np.log1p(out, out=out)
+    out[0] += log_wealth
+    for i in range(1, len(out)):  # faster than np.add.accumulate along the first axis
+        np.add(out[i - 1], out[i], out=out[i])
+    return out
+
+
+def wsr_rounds_stats(
+    qs: FloatArray,
+    t0: int,
+    log_inv_delta: float,
+    horizon: int | None,
+    mu0: list[float],
+    var0: list[float],
+    total: list[float],
+    dev: list[float],
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """WSR bets and running sums of rounds ``t0 + 1 .. t0 + k`` (``qs``: shape ``(k, S)``).
+
+    Returns ``(lams, totals, devs)``, each ``(k, S)``: the bets of each round (from the
+    sums before it) and the sums after it, the same float operations in the same order as
+    :func:`wsr_lambdas` then :func:`fold_wsr_sums` round by round (running sums with
+    sequential additions), so the values are bit-identical.
+
+    Examples
+    --------
+    >>> import math
+    >>> from monitor.stats.betting.grid_wealth import fold_wsr_sums, wsr_lambdas
+    >>> lam, tot, dev = wsr_rounds_stats(np.array([[0.0], [1.0]]), 0, math.log(4.0), None,
+    ...                                  [0.5], [0.25], [0.0], [0.0])
+    >>> lam[0].tolist() == wsr_lambdas(1, math.log(4.0), None, [0.25], [0.0])
+    True
+    >>> tot.tolist(), dev[0].tolist() == fold_wsr_sums([0.0], 1, [0.5], [0.0], [0.0])[1]
+    ([[0.0], [1.0]], True)
+    """
+    k = len(qs)
+    t = np.arange(t0 + 1, t0 + k + 1)
+    sums = np.empty((k + 1, qs.shape[1]))
+    sums[0] = total
+    sums[1:] = qs
+    for i in range(1, k + 1):
+        np.add(sums[i - 1], sums[i], out=sums[i])
+    err = qs - (np.array(mu0) + sums[1:]) / (t + 1)[:, None]
+    devs = np.empty_like(sums)
+    devs[0] = dev
+    np.multiply(err, err, out=devs[1:])
+    for i in range(1, k + 1):
+        np.add(devs[i - 1], devs[i], out=devs[i])
+    scale = np.array([wsr_scale(log_inv_delta, int(tt), horizon) for tt in t.tolist()])
+    lams = np.sqrt(scale[:, None] / ((np.array(var0) + devs[:-1]) / t[:, None]))
+    return lams, sums[1:], devs[1:]
+
+
+def edge_candidates(
+    wealth: FloatArray, rows: slice, col_upper: int, col_lower: int, log_threshold: float
+) -> npt.NDArray[np.intp]:
+    """Return the rounds of ``wealth`` (``(k, 2, S, W)``) where :func:`may_move_edges` may be True.
+
+    Its filter needs the rho mixture (log-mean-exp over ``rows``) at one of the two columns to
+    reach the threshold less a margin. Here the mixture of every round is computed at once with
+    numpy, against a margin twice as wide (numpy and ``math`` may round differently by a few
+    ulps), so every round the filter would pass is kept; skipping the others changes nothing.
+
+    Examples
+    --------
+    >>> w = np.zeros((3, 2, 1, 2)); w[1, 0, 0, 1] = 5.0
+    >>> edge_candidates(w, slice(0, 1), 1, 0, 3.0).tolist()
+    [1]
+    """
+    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
+    up = _log_mean_exp_rows(wealth[:, 0, rows, col_upper])
+    low = _log_mean_exp_rows(wealth[:, 1, rows, col_lower])
+    return np.flatnonzero((up >= limit) | (low >= limit))
+
+
+def _log_mean_exp_rows(x: FloatArray) -> FloatArray:
+    """``log(mean(exp(x), axis=1))`` of a 2-D array (row by row, stabilized)."""
+    mx = x.max(axis=1)
+    return np.asarray(mx + np.log(np.exp(x - mx[:, None]).mean(axis=1)), dtype=np.float64)

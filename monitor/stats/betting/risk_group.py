@@ -1,0 +1,337 @@
+"""All methods of one certificate updated by one computation per round.
+
+A certificate typically runs R-Eval (``rhos = [0]``), R-AutoEval (``[1]``) and R-AutoEval+
+(``S`` rhos uniform on [0, 1], which include 0 and 1) with the same alpha, threshold and bet
+rule. Each rho's e-process wealth and bets, and its confidence-sequence grid wealth, depend
+only on that rho's own observations, so the three methods share them; only the mixture
+weights (``1/S`` vs 1) and the tracked confidence-sequence windows differ.
+:class:`CertificateGroup` advances one certify and one violate e-process over the union of the
+rhos and one grid over the union of the windows, and exposes per-method
+:class:`~monitor.stats.betting.risk.RiskMonitor` objects that read their slice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from monitor.stats.betting.autoeval import AutoEvalTest, check_round, method_rhos
+from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.confseq_group import SharedGridWealth
+from monitor.stats.betting.eprocess import BettingEProcess
+from monitor.stats.betting.risk import METHODS, RiskMonitor, check_level
+
+__all__ = ["CertificateGroup", "GroupedRiskMonitor"]
+
+_STATE_KIND = "certmon.CertificateGroup"
+
+
+class _RowsView(BettingEProcess):
+    """Read-only view of some rows of a :class:`BettingEProcess` (what a member test reads)."""
+
+    def __init__(self, parent: BettingEProcess, rows: list[int]) -> None:  # no super(): a view
+        self._parent = parent
+        self._idx = rows
+        self._full = rows == list(range(len(parent.lo_list)))
+        self._i = rows[0]
+        self._one = len(rows) == 1
+
+    def _pick(self, v: list[float]) -> list[float]:
+        return list(v) if self._full else [v[i] for i in self._idx]
+
+    @property
+    def alpha(self) -> float:
+        return self._parent.alpha
+
+    @property
+    def delta(self) -> float:
+        return self._parent.delta
+
+    @property
+    def side(self) -> Side:
+        return self._parent.side
+
+    @property
+    def bet(self) -> BetConfig:
+        return self._parent.bet
+
+    @property
+    def lo(self) -> np.ndarray:
+        return np.array(self._pick(self._parent.lo_list))
+
+    @property
+    def hi(self) -> np.ndarray:
+        return np.array(self._pick(self._parent.hi_list))
+
+    @property
+    def rounds(self) -> int:
+        return self._parent.rounds
+
+    @property
+    def next_bets(self) -> np.ndarray:
+        return np.array(self._pick(self._parent.next_bets_list))
+
+    @property
+    def log_wealth(self) -> np.ndarray:
+        return np.array(self.log_wealth_list())
+
+    def log_wealth_list(self) -> list[float]:
+        lw = self._parent.log_wealth_list()
+        if self._full:
+            return lw
+        if self._one:
+            return [lw[self._i]]
+        return [lw[i] for i in self._idx]
+
+    def update(self, q: Any) -> None:
+        raise TypeError("a grouped e-process is advanced by its CertificateGroup")
+
+    def advance(self, q: list[float]) -> None:
+        raise TypeError("a grouped e-process is advanced by its CertificateGroup")
+
+    def is_twin_of(self, other: BettingEProcess) -> bool:
+        return False
+
+    def to_state(self) -> dict[str, Any]:
+        d = self._parent.to_state()
+        if self._full:
+            return d
+        for key in ("lo", "hi", "log_wealth", "next_bets"):
+            d[key] = [d[key][i] for i in self._idx]
+        if "wsr" in d:
+            d["wsr"] = {k: [v[i] for i in self._idx] for k, v in d["wsr"].items()}
+        else:
+            grid = d["up"]["log_wealth_grid"]
+            d["up"] = {"log_wealth_grid": [grid[i] for i in self._idx]}
+        return d
+
+
+class GroupedRiskMonitor(RiskMonitor):
+    """A :class:`RiskMonitor` whose state is advanced by its :class:`CertificateGroup`.
+
+    Every property and :meth:`to_state` are inherited (a member's state is a plain
+    ``RiskMonitor`` state); :meth:`update` refuses, the group updates all members at once.
+
+    Examples
+    --------
+    >>> g = CertificateGroup(0.2, 0.1, ["r_eval", "r_autoeval"], BetConfig(), cs_grid=None)
+    >>> g.update(0.0, 0.0, 0.1)
+    >>> member = g["r_autoeval"]
+    >>> isinstance(member, RiskMonitor), member.rounds, member.rhos.tolist()
+    (True, 1, [1.0])
+    >>> RiskMonitor.from_state(member.to_state()).rounds
+    1
+    """
+
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Refuse: update the owning :class:`CertificateGroup` instead."""
+        raise TypeError("update the CertificateGroup, not one of its members")
+
+
+class CertificateGroup:
+    """The methods of one certificate, advanced together with shared per-rho computations.
+
+    Parameters
+    ----------
+    alpha, delta : float
+        Risk level and nominal error level, as for :class:`RiskMonitor`.
+    methods : sequence of str
+        Distinct methods among ``"r_eval"``, ``"r_autoeval"``, ``"r_autoeval_plus"``.
+    bet : BetConfig
+        Bet rule of the tests and the confidence sequences.
+    n_rhos : int
+        Number of rhos of ``r_autoeval_plus``.
+    cs_grid : int or None
+        Confidence-sequence grid size, ``None`` for none.
+    threshold_delta : float, optional
+        Level after multiplicity correction (default ``delta``).
+
+    Examples
+    --------
+    >>> ms = ["r_eval", "r_autoeval", "r_autoeval_plus"]
+    >>> g = CertificateGroup(0.3, 0.1, ms, BetConfig(), n_rhos=5, cs_grid=100)
+    >>> ref = {m: RiskMonitor(0.3, 0.1, m, BetConfig(), n_rhos=5, cs_grid=100) for m in ms}
+    >>> for i in range(300):
+    ...     g.update(float(i % 10 == 0), float(i % 9 == 0), 0.1)
+    ...     for r in ref.values():
+    ...         r.update(float(i % 10 == 0), float(i % 9 == 0), 0.1)
+    >>> all(g[m].to_state() == ref[m].to_state() for m in ms)
+    True
+    >>> g["r_autoeval_plus"].status, g["r_eval"].cs_upper == ref["r_eval"].cs_upper
+    ('certified', True)
+    >>> CertificateGroup.from_state(g.to_state()).to_state() == g.to_state()
+    True
+
+    Notes
+    -----
+    Same guarantee as one :class:`RiskMonitor` per method (see its Notes): every member's
+    public values (log e-values, crossings, status, bounds, risk estimate, rho weights, judge
+    bias, ``to_state``) are bit-identical to an independent ``RiskMonitor`` fed the same
+    rounds. The union e-processes compute each rho's observation, wealth, WSR statistics and
+    bet with the same float operations, in the same order, as a standalone e-process (rows do
+    not interact), and each member's test keeps its own mixture, maximum and crossing round
+    over its own rows, with the code of :class:`~monitor.stats.betting.autoeval.AutoEvalTest`. The
+    confidence sequences share :class:`~monitor.stats.betting.confseq_group.SharedGridWealth` (see
+    its Notes). Assumes ``method_rhos("r_autoeval_plus", n)`` contains exactly 0.0 and 1.0 (it
+    does: ``linspace`` endpoints are exact); otherwise the union simply has more rows.
+    """
+
+    def __init__(self, alpha: float, delta: float, methods: Sequence[str], bet: BetConfig,
+                 n_rhos: int = 10, cs_grid: int | None = 1000,
+                 threshold_delta: float | None = None) -> None:
+        self._alpha = check_level("alpha", alpha)
+        self._delta = check_level("delta", delta)
+        self._tdelta = self._delta if threshold_delta is None else check_level(
+            "threshold_delta", threshold_delta)
+        meths = list(methods)
+        if not meths or len(set(meths)) != len(meths) or not set(meths) <= set(METHODS):
+            raise ValueError(f"methods must be distinct values of {METHODS}, got {meths!r}")
+        self._methods = meths
+        self._bet = bet
+        self._n_rhos = n_rhos
+        self._cs_grid = cs_grid
+        per = {m: [float(v) for v in method_rhos(m, n_rhos).tolist()] for m in meths}  # type: ignore[arg-type]
+        union = sorted({v for rs in per.values() for v in rs})
+        self._rhos = union
+        self._rows = {m: [union.index(v) for v in rs] for m, rs in per.items()}
+        self._eps = tuple(BettingEProcess(self._alpha, self._tdelta, side, [-v for v in union],
+                                          [1.0 + v for v in union], bet)
+                          for side in ("certify", "violate"))
+        self._grid: SharedGridWealth | None = None
+        if cs_grid is not None:
+            self._grid = SharedGridWealth(self._tdelta, union, bet, cs_grid,
+                                          [self._rows[m] for m in meths])
+        self._wire()
+
+    def _wire(self) -> None:
+        # member RiskMonitors reading the shared e-processes and grid
+        self._twins = self._bet.rule == "wsr" and self._eps[0].is_twin_of(self._eps[1])
+        self._members: dict[str, GroupedRiskMonitor] = {}
+        self._tests: list[AutoEvalTest] = []
+        for j, meth in enumerate(self._methods):
+            rhos = [self._rhos[i] for i in self._rows[meth]]
+            certify, violate = (
+                AutoEvalTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
+                             e_process=_RowsView(ep, self._rows[meth]))
+                for ep in self._eps)
+            config = {"alpha": self._alpha, "delta": self._delta, "method": meth,
+                      "bet": self._bet, "n_rhos": self._n_rhos, "cs_grid": self._cs_grid,
+                      "threshold_delta": self._tdelta}
+            cs = None if self._grid is None else self._grid.members[j]
+            self._members[meth] = GroupedRiskMonitor.from_parts(config, certify, violate, cs)
+            self._tests.extend((certify, violate))
+
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Process one round for every method (as :meth:`RiskMonitor.update` on each).
+
+        Raises
+        ------
+        ValueError
+            If a loss is outside [0, 1] or not finite; nothing is updated then.
+        """
+        if not (0.0 <= human_loss <= 1.0 and 0.0 <= judge_loss <= 1.0
+                and (block_mean is None or 0.0 <= block_mean <= 1.0)):
+            check_round(human_loss, judge_loss, block_mean)
+        h = float(human_loss)
+        f = float(judge_loss)
+        b = None if block_mean is None else float(block_mean)
+        d: float | None
+        if b is None:
+            d = None
+            q = [h] * len(self._rhos)
+        else:
+            d = b - f
+            q = [h + r * d for r in self._rhos]
+        cert, viol = self._eps
+        if self._twins:
+            cert.advance_twins(viol, q)
+        else:
+            cert.advance(q)
+            viol.advance(q)
+        for t in self._tests:
+            t.record(h, d)
+        if self._grid is not None:
+            self._grid.update(h, f, b)
+        bias = f - h
+        for m in self._members.values():
+            m.add_judge_bias(bias)
+
+    # ------------------------------------------------------------------ views
+    def __getitem__(self, method: str) -> RiskMonitor:
+        """Return the member monitor of ``method``."""
+        return self._members[method]
+
+    @property
+    def members(self) -> dict[str, RiskMonitor]:
+        """Method -> member monitor, in the configured order (read them, update the group)."""
+        return dict(self._members)
+
+    @property
+    def methods(self) -> list[str]:
+        """The configured methods, in order."""
+        return list(self._methods)
+
+    @property
+    def rhos(self) -> np.ndarray:
+        """Union of the methods' reliance factors, shape (S,)."""
+        return np.array(self._rhos)
+
+    @property
+    def rounds(self) -> int:
+        """Number of rounds processed."""
+        return self._eps[0].rounds
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state of the whole group (shared parts stored once)."""
+        first = self._tests[0]
+        return {
+            "kind": _STATE_KIND,
+            "version": 1,
+            "config": {
+                "alpha": self._alpha,
+                "delta": self._delta,
+                "threshold_delta": self._tdelta,
+                "methods": list(self._methods),
+                "bet": self._bet.to_dict(),
+                "n_rhos": self._n_rhos,
+                "cs_grid": self._cs_grid,
+            },
+            "certify": self._eps[0].to_state(),
+            "violate": self._eps[1].to_state(),
+            "tests": [list(t.progress[:2]) for t in self._tests],
+            "sum_human": first.progress[2],
+            "sum_shift": first.progress[3],
+            "sum_bias": next(iter(self._members.values())).sum_judge_bias,
+            "cs": None if self._grid is None else self._grid.to_state(),
+        }
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> CertificateGroup:
+        """Rebuild from :meth:`to_state` output; continuing is bit-identical."""
+        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
+            raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
+        c = d["config"]
+        g = cls(c["alpha"], c["delta"], c["methods"], BetConfig.from_dict(c["bet"]),
+                n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"])
+        eps = (BettingEProcess.from_state(d["certify"]), BettingEProcess.from_state(d["violate"]))
+        for new, old in zip(eps, g._eps, strict=True):
+            if (new.lo_list, new.hi_list, new.side, new.alpha, new.delta) != (
+                    old.lo_list, old.hi_list, old.side, old.alpha, old.delta):
+                raise ValueError("CertificateGroup state: e-processes do not match the config")
+        g._eps = eps
+        g._wire()
+        if len(d["tests"]) != len(g._tests):
+            raise ValueError("CertificateGroup state: wrong number of tests")
+        for t, (mx, crossed) in zip(g._tests, d["tests"], strict=True):
+            t.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
+        for m in g._members.values():
+            m.add_judge_bias(float(d["sum_bias"]))
+        if g._grid is not None:
+            if d["cs"] is None:
+                raise ValueError("CertificateGroup state: missing confidence-sequence state")
+            g._grid.load_state(d["cs"])
+        return g
+
