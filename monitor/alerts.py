@@ -30,6 +30,9 @@ ALERT_KINDS: Final = (
     "certified",
     "violated",
     "certificate_lost",
+    "regression",
+    "improvement",
+    "judge_drift",
     "precision_reached",
     "best_model",
 )

@@ -293,23 +293,34 @@ def test_alerts_certified_violated_lost_and_stable_ids() -> None:
     lines = certify_stream(n=30, loss=0.0) + certify_stream(n=120, loss=1.0, start=30)
     alerts = run(Engine(cfg), lines)
     kinds = [a["kind"] for a in alerts]
-    assert kinds == ["certified", "violated", "certificate_lost"]
+    # the regression detector ends the certified epoch (regression + certificate_lost); the
+    # new epoch earns its own status (violated)
+    assert kinds == ["certified", "regression", "certificate_lost", "violated"]
     for a in alerts:
         assert a["id"] == alert_id("qa", "m", "risk", a["kind"], a["round"])
         assert a["method"] == "r_autoeval_plus"
         ev_ = a["evidence"]
-        assert ev_["log_e_value"] >= ev_["log_threshold"]
-        assert ev_["rounds"] == a["round"]
+        if a["kind"] in ("certified", "violated"):
+            assert ev_["log_e_value"] >= ev_["log_threshold"]
+        else:
+            assert ev_["statistic"] >= ev_["threshold"] and ev_["epoch"] == 1
+            assert 30 < ev_["change_round"] <= a["round"]
         assert {"cs_lower", "cs_upper", "rho_weights", "rhos", "risk_estimate"} <= set(ev_)
-    assert alerts[1]["round"] == alerts[2]["round"]
+    assert alerts[0]["evidence"]["rounds"] == alerts[0]["round"]
+    assert alerts[1]["round"] == alerts[2]["round"] < alerts[3]["round"]
+    assert alerts[3]["evidence"]["epoch"] == 2
+    assert alerts[3]["evidence"]["rounds"] == alerts[3]["round"] - alerts[1]["round"]
     assert run(Engine(cfg), lines) == alerts  # replay: identical ids and content
     eng = Engine(cfg)
     run(eng, lines)
-    m = model_view(eng)["certificates"]["risk"]["methods"]["r_autoeval_plus"]
+    cert = model_view(eng)["certificates"]["risk"]
+    m = cert["methods"]["r_autoeval_plus"]
     assert m["status"] == "violated"
-    assert m["certified_at_round"] == alerts[0]["round"]
-    assert m["violated_at_round"] == alerts[1]["round"]
-    assert m["status_changed_ts"] == json.loads(lines[2 * alerts[1]["round"] - 1])["ts"]
+    assert m["violated_at_round"] == alerts[3]["round"]
+    assert m["status_changed_ts"] == json.loads(lines[2 * alerts[3]["round"] - 1])["ts"]
+    assert cert["epoch"]["epoch"] == 2 and cert["epoch"]["reason"] == "regression"
+    assert cert["epoch"]["history"][0]["ended_by"] == "regression"
+    assert cert["epoch"]["history"][0]["status"] == "certified"
     assert eng.counters["alerts"]["certificate_lost"] == 1
 
 
@@ -420,7 +431,7 @@ def test_state_view_contract_keys() -> None:
                                  "rejected", "label_requests", "expired_pending",
                                  "expired_orphans"}
     cert = mv["certificates"]["risk"]
-    assert set(cert) == {"alpha", "delta", "methods"}
+    assert set(cert) == {"alpha", "delta", "methods", "epoch"}
     meth = cert["methods"]["r_autoeval_plus"]
     assert set(meth) == {"rounds", "log_e_certify", "log_e_violate", "cs_lower", "cs_upper",
                          "status", "certified_at_round", "violated_at_round", "rho_weights",

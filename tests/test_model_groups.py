@@ -26,10 +26,11 @@ def test_model_state_groups_equal_independent_monitors_across_restore() -> None:
     for i in range(600):
         for _ in range(int(rng.integers(0, 4))):
             m.add_synthetic(float(rng.random() < 0.15))
-        block = m.block_sum / m.block_count if m.block_count else None
+        bsum, bcount = m.close_block()
+        block = bsum / bcount if bcount else None
         h = float(rng.random() < 0.1)
         f = h if rng.random() < 0.85 else 1.0 - h
-        m.round(human=h, judge=f)
+        m.round(human=h, judge=f, block=(bsum, bcount))
         for r in refs.values():
             r.update(h, f, block)
         if i == 250:  # checkpoint round trip through JSON mid-stream

@@ -78,10 +78,16 @@ class CertificateConfig(Section):
     up_grid: PosInt = 64
     cs_grid: PosInt | None = 1000
     precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = None
+    # change detection (regression / improvement e-detectors): alarm threshold A, given as an
+    # average run length ``detector_arl`` or as a false-alarm probability over a horizon of
+    # labels (A = detector_horizon / detector_false_alarm; default 4500 / 0.02 = 225000)
+    detector_arl: PosFloat | None = None
+    detector_false_alarm: Prob = 0.02
+    detector_horizon: PosInt = 4500
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return drop_unset_optional(self, handler, ("precision",))
+        return drop_unset_optional(self, handler, ("precision", "detector_arl"))
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -93,6 +99,13 @@ class CertificateConfig(Section):
         elif self.primary not in self.methods:
             raise ValueError(f"primary {self.primary!r} is not one of methods {self.methods}")
         return self
+
+    @property
+    def detector_threshold(self) -> float:
+        """Alarm threshold ``A`` of the change detectors (average run length >= A)."""
+        if self.detector_arl is not None:
+            return float(self.detector_arl)
+        return self.detector_horizon / self.detector_false_alarm
 
     @property
     def primary_method(self) -> str:

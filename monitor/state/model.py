@@ -1,8 +1,13 @@
 """State of one model inside a suite: counts, the synthetic block, and the risk monitors.
 
-A *round* takes the human loss and the judge loss of one audited unit plus the mean of
-the unaudited judge losses that arrived since the previous round (the block, used once),
-and feeds it to every configured certificate x method :class:`RiskMonitor`.
+A *round* takes the human loss and the judge loss of one audited unit plus the mean of its
+*contemporaneous* block: the unaudited judge losses that arrived between the previous audited
+judge event and this unit's own judge event. The block closes when the audited judge event
+arrives (:meth:`ModelState.close_block`) and waits with the pending unit for its label, so the
+block and the unit's judge loss come from the same stretch of traffic, however late the label.
+Each block is used by exactly one round. The round feeds every certificate's
+:class:`~monitor.stats.betting.risk_group.CertificateGroup` and its change detectors
+(:class:`~monitor.state.epochs.CertificateEpochs`).
 
 Examples
 --------
@@ -10,9 +15,10 @@ Examples
 >>> cert = CertificateConfig(name="risk", alpha=0.3, delta=0.1, methods=["r_eval"], cs_grid=None)
 >>> m = ModelState.new("m1", [cert], threshold_delta=lambda c: c.delta)
 >>> m.add_synthetic(0.0); m.add_synthetic(1.0)
->>> m.round(human=0.0, judge=0.0)
->>> m.counts["rounds"], m.block_count, m.monitors[("risk", "r_eval")].rounds
-(1, 0, 1)
+>>> block = m.close_block()          # the audited unit's judge event arrives
+>>> m.round(human=0.0, judge=0.0, block=block)
+>>> block, m.counts["rounds"], m.block_count, m.monitors[("risk", "r_eval")].rounds
+((1.0, 2), 1, 0, 1)
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
+from monitor.state.epochs import CertificateEpochs
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
@@ -134,6 +141,8 @@ class ModelState:
     # one CertificateGroup per certificate: it updates all the certificate's methods at once;
     # ``monitors`` holds its per-method members (read-only RiskMonitors)
     groups: dict[str, CertificateGroup] = field(default_factory=dict)
+    # epochs and change detectors, one per certificate
+    epochs: dict[str, CertificateEpochs] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -147,20 +156,40 @@ class ModelState:
         monitors: dict[tuple[str, str], RiskMonitor] = {
             (c.name, meth): groups[c.name][meth] for c in certificates for meth in c.methods
         }
-        return cls(name, monitors, {k: EffectiveStatus() for k in monitors}, groups=groups)
+        epochs = {c.name: CertificateEpochs.new(c.alpha, c.detector_threshold)
+                  for c in certificates}
+        return cls(name, monitors, {k: EffectiveStatus() for k in monitors}, groups=groups,
+                   epochs=epochs)
+
+    def new_epoch(self, cert: CertificateConfig, threshold_delta: float, reason: str,
+                  ts: float | None) -> None:
+        """End ``cert``'s epoch: fresh e-processes and statuses, detectors restarted."""
+        status = self.effective[(cert.name, cert.primary_method)].status
+        self.epochs[cert.name].next_epoch(reason, self.counts["rounds"], ts, status)
+        group = self.groups[cert.name] = build_group(cert, threshold_delta)
+        for meth in cert.methods:
+            self.monitors[(cert.name, meth)] = group[meth]
+            self.effective[(cert.name, meth)] = EffectiveStatus()
 
     def add_synthetic(self, judge_loss: float) -> None:
         """Add one unaudited judge loss to the current block."""
         self.block_sum += judge_loss
         self.block_count += 1
 
-    def round(self, human: float, judge: float) -> None:
-        """Form one round with the current block, feed every monitor, reset the block."""
-        block = self.block_sum / self.block_count if self.block_count else None
+    def close_block(self) -> tuple[float, int]:
+        """Close the current block (an audited judge event arrived): ``(sum, count)``."""
+        block = (self.block_sum, self.block_count)
         self.block_sum = 0.0
         self.block_count = 0
+        return block
+
+    def round(self, human: float, judge: float, block: tuple[float, int] | None) -> None:
+        """Form one round with the unit's own block; feed every monitor and detector."""
+        mean = block[0] / block[1] if block is not None and block[1] else None
         for group in self.groups.values():
-            group.update(human, judge, block)
+            group.update(human, judge, mean)
+        for ep in self.epochs.values():
+            ep.update(human, judge, mean)
         self.counts["rounds"] += 1
         self.bias_sum += judge - human
 
@@ -182,6 +211,7 @@ class ModelState:
             "orphan_labels": self.orphan_labels,
             "groups": [[c, g.to_state()] for c, g in self.groups.items()],
             "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
+            "epochs": [[c, e.to_dict()] for c, e in self.epochs.items()],
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
         }
 
@@ -203,6 +233,7 @@ class ModelState:
             int(d["pending_units"]),
             int(d["orphan_labels"]),
             groups=groups,
+            epochs={str(c): CertificateEpochs.from_dict(e) for c, e in d["epochs"]},
         )
 
 

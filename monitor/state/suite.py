@@ -72,10 +72,23 @@ from monitor.state.model import ModelState
 from monitor.state.strata import UNIFORM, StrataSpec, StrataState
 from monitor.state.views import alert_evidence, model_view
 
-__all__ = ["SuiteState"]
+__all__ = ["SuiteState", "pending_block"]
 
 _MAX_REFUSED = 20  # refused model names kept for STATE.json (the count is exact)
 
+
+
+def pending_block(payload: list[Any]) -> tuple[float, int] | None:
+    """The contemporaneous block ``(sum, count)`` a pending unit carries (None: older snapshot).
+
+    Examples
+    --------
+    >>> pending_block(["m", 0.0, "e1", None, None, 1.5, 3]), pending_block(["m", 0.0, "e1", None])
+    ((1.5, 3), None)
+    """
+    if len(payload) < 7:
+        return None
+    return float(payload[5]), int(payload[6])
 
 
 class SuiteState:
@@ -280,11 +293,15 @@ class SuiteState:
             if entry is not None:
                 model.counts["unsolicited_labels"] += 1
             return
+        # the unit's contemporaneous block closes now and travels with it (DESIGN, contract 4)
+        bsum, bcount = model.close_block()
         if entry is not None:
-            self._round(model, key, float(entry[1][1]), ev.loss, ev.ts, tick, alerts)
+            self._round(model, key, float(entry[1][1]), ev.loss, (bsum, bcount), ev.ts, tick,
+                        alerts)
             return
         model.pending_units += 1
-        for _, p in self.pending.put(key, tick, [ev.model, ev.loss, ev.event_id, ev.stratum]):
+        payload = [ev.model, ev.loss, ev.event_id, ev.stratum, None, bsum, bcount]
+        for _, p in self.pending.put(key, tick, payload):
             self._expired_pending(p)
         if by_hash and self._label_requests:
             requests.append(
@@ -299,11 +316,12 @@ class SuiteState:
         pend = self.pending.pop(key)
         if pend is not None:
             model.pending_units -= 1
+            block = pending_block(pend)
             if model.strata is not None:
                 self._label_stratified(model, model.strata, key, pend[4], ev.loss,
-                                       float(pend[1]), ev.ts, tick, alerts)
+                                       float(pend[1]), block, ev.ts, tick, alerts)
                 return
-            self._round(model, key, ev.loss, float(pend[1]), ev.ts, tick, alerts)
+            self._round(model, key, ev.loss, float(pend[1]), block, ev.ts, tick, alerts)
         elif "j" + key in self.units:
             model.counts["unsolicited_labels"] += 1
         else:
@@ -334,12 +352,14 @@ class SuiteState:
             if human_first is not None:
                 model.counts["unsolicited_labels"] += 1
             return
+        # a uniform audit is a betting round: its contemporaneous block closes now
+        bsum, bcount = model.close_block() if sample == UNIFORM else (0.0, 0)
         if human_first is not None:
-            self._label_stratified(model, strata, key, [k, sample], human_first, ev.loss, ev.ts,
-                                   tick, alerts)
+            self._label_stratified(model, strata, key, [k, sample], human_first, ev.loss,
+                                   (bsum, bcount), ev.ts, tick, alerts)
             return
         model.pending_units += 1
-        payload = [ev.model, ev.loss, ev.event_id, ev.stratum, [k, sample]]
+        payload = [ev.model, ev.loss, ev.event_id, ev.stratum, [k, sample], bsum, bcount]
         for _, p in self.pending.put(key, tick, payload):
             self._expired_pending(p)
         if ev.audit is None and self.config.label_requests:
@@ -357,6 +377,7 @@ class SuiteState:
         tag: list[Any],
         human: float,
         judge: float,
+        block: tuple[float, int] | None,
         ts: float,
         tick: float,
         alerts: list[Alert],
@@ -364,7 +385,7 @@ class SuiteState:
         # A labelled unit of a model with strata: a betting round if uniform; a stratified label.
         k, sample = tag
         if sample == UNIFORM:
-            self._round(model, key, human, judge, ts, tick, alerts)
+            self._round(model, key, human, judge, block, ts, tick, alerts)
         else:
             self.rounded.put(key, tick)
         if strata.label(None if k is None else int(k), human, judge):
@@ -378,13 +399,39 @@ class SuiteState:
         key: str,
         human: float,
         judge: float,
+        block: tuple[float, int] | None,
         ts: float,
         tick: float,
         alerts: list[Alert],
     ) -> None:
-        model.round(human, judge)
+        model.round(human, judge, block)
         self.rounded.put(key, tick)
         self._refresh(model, ts, alerts)
+        self._lifecycle(model, ts, alerts)
+
+    def _lifecycle(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
+        # the epochs decide (monitor.state.epochs); the suite alerts and opens the new epoch
+        renewed = False
+        for cert in self._certs:
+            primary = self._primary[cert.name]
+            status = model.effective[(cert.name, primary)].status
+            epochs = model.epochs[cert.name]
+            kind = epochs.decide(status)
+            if kind is None:
+                continue
+            renewed = True
+            rounds = model.counts["rounds"]
+            evidence = alert_evidence(model, cert.name, primary, kind, self.config.multiplicity)
+            evidence.update(epochs.evidence(kind, rounds), status_before=status)
+            alerts.append(make_alert(kind, self.name, model.name, cert.name, primary, rounds,
+                                     ts, evidence))
+            if kind == "regression" and status == "certified":
+                alerts.append(make_alert("certificate_lost", self.name, model.name, cert.name,
+                                         primary, rounds, ts, evidence))
+            model.new_epoch(cert, self.threshold_delta(cert), kind,
+                            ts if math.isfinite(ts) else None)
+        if renewed and self._family_rule:
+            self._refresh(None, ts, alerts)
 
     def _expired_pending(self, payload: list[Any]) -> None:
         m = self.models[payload[0]]

@@ -45,6 +45,7 @@ def alert_evidence(
         "delta": mon.delta,
         "threshold_delta": mon.threshold_delta,
         "multiplicity": multiplicity,
+        "epoch": m.epochs[cert].number,
     }
 
 
@@ -73,7 +74,8 @@ def model_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dict
                 "status_changed_ts": eff.changed_ts,
                 "primary": meth == c.primary_method,
             }
-        certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods}
+        certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
+                         "epoch": m.epochs[c.name].view()}
     return {
         "counts": dict(m.counts),
         "judge_bias": m.judge_bias,
