@@ -105,7 +105,7 @@ class CertificateEpochs:
         return "regression" if armed and det.alarm else None
 
     def evidence(self, kind: str, model_rounds: int) -> dict[str, Any]:
-        """What an alarm of ``kind`` shows: statistic, threshold, change estimates."""
+        """Return what an alarm of ``kind`` shows: statistic, threshold, change estimates."""
         det = self.regression if kind == "regression" else self.improvement
         if det is None:
             raise ValueError(f"no {kind} detector")

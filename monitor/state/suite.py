@@ -79,7 +79,7 @@ _MAX_REFUSED = 20  # refused model names kept for STATE.json (the count is exact
 
 
 def pending_block(payload: list[Any]) -> tuple[float, int] | None:
-    """The contemporaneous block ``(sum, count)`` a pending unit carries (None: older snapshot).
+    """Return the contemporaneous block ``(sum, count)`` a pending unit carries (None: old).
 
     Examples
     --------
