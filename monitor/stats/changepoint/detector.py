@@ -173,6 +173,25 @@ def advance_components(
     return new_sr, new_cu, new_start, new_seg
 
 
+def _float_views(x: float | Sequence[float] | FloatArray, views: int, name: str) -> list[float]:
+    # as_views on plain floats (the per-round path)
+    if isinstance(x, (int, float)):
+        v = float(x)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v}")
+        return [v] * views
+    return [float(v) for v in as_views(x, views, name).tolist()]
+
+
+def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
+    # log_mean_exp of one row, on floats (same steps as the numpy version)
+    m = max(logs)
+    if not math.isfinite(m):
+        return m
+    exp = math.exp
+    return m + math.log(sum([exp(v - m) for v in logs])) + log_w
+
+
 # ---------------------------------------------------------------------------- online class
 class RiskIncreaseDetector:
     """Mixture e-detector (Shiryaev-Roberts or CUSUM) for an increase of a risk above ``alpha``.
@@ -252,6 +271,7 @@ class RiskIncreaseDetector:
         self._fr = check_fractions(bet_fractions() if fractions is None else fractions)
         self._views = views
         self._frj = np.tile(self._fr, views)
+        self._frj_list = [float(u) for u in self._frj.tolist()]
         self._log_w = -math.log(self._frj.size)
         self.reset()
 
@@ -259,11 +279,12 @@ class RiskIncreaseDetector:
         """Forget all rounds (new epoch), keeping the configuration."""
         j = self._frj.size
         self._rounds = 0
-        self._log_sr: FloatArray = np.full(j, -np.inf)
-        self._log_cu: FloatArray = np.full(j, -np.inf)
-        self._start: IntArray = np.ones(j, dtype=np.int64)
-        self._seg: FloatArray = np.zeros(j)
-        self._total: FloatArray = np.zeros(self._views)
+        # plain floats: with J around 16, Python floats beat numpy's per-call overhead ~5x
+        self._log_sr: list[float] = [-math.inf] * j
+        self._log_cu: list[float] = [-math.inf] * j
+        self._start: list[int] = [1] * j
+        self._seg: list[float] = [0.0] * j
+        self._total: list[float] = [0.0] * self._views
         self._alarm_round: int | None = None
 
     # ------------------------------------------------------------------ properties
@@ -300,8 +321,8 @@ class RiskIncreaseDetector:
     @property
     def log_statistic(self) -> float:
         """Log of the mixture statistic (``-inf`` before the first round)."""
-        logs = self._log_sr if self._kind == "sr" else self._log_cu
-        return float(log_mean_exp(logs, self._log_w))
+        return _log_mean_exp_list(self._log_sr if self._kind == "sr" else self._log_cu,
+                                  self._log_w)
 
     @property
     def statistic(self) -> float:
@@ -319,9 +340,11 @@ class RiskIncreaseDetector:
         return self._alarm_round
 
     def _best(self) -> int | None:
-        if self._rounds == 0 or float(np.max(self._log_cu)) <= 0.0:
+        cu = self._log_cu
+        best = max(cu)
+        if self._rounds == 0 or best <= 0.0:
             return None
-        return int(np.argmax(self._log_cu))
+        return cu.index(best)
 
     @property
     def change_round(self) -> int | None:
@@ -368,21 +391,37 @@ class RiskIncreaseDetector:
         ValueError
             If a value is not finite, ``lo >= alpha`` or ``x < lo``.
         """
-        xv = as_views(x, self._views, "x")
-        lv = as_views(lo, self._views, "lo")
-        if np.any(lv >= self._alpha):
-            raise ValueError(f"lo must be < alpha={self._alpha}, got {lv.tolist()}")
-        if np.any(xv < lv):
-            raise ValueError(f"x={xv.tolist()} below its lower bound lo={lv.tolist()}")
-        k = self._fr.size
+        xs = _float_views(x, self._views, "x")
+        los = _float_views(lo, self._views, "lo")
+        alpha = self._alpha
+        for xv, lv in zip(xs, los, strict=True):
+            if not lv < alpha:
+                raise ValueError(f"lo must be < alpha={alpha}, got {los}")
+            if xv < lv:
+                raise ValueError(f"x={xs} below its lower bound lo={los}")
         self._rounds += 1
-        self._log_sr, self._log_cu, self._start, self._seg = advance_components(
-            self._log_sr, self._log_cu, self._start, self._seg, self._rounds,
-            np.repeat(xv, k), np.repeat(lv, k), self._alpha, self._frj,
-        )
-        self._total = self._total + xv
+        t = self._rounds
+        k = self._fr.size
+        sr, cu, start, seg, fr = self._log_sr, self._log_cu, self._start, self._seg, self._frj_list
+        log1p, exp = math.log1p, math.exp
+        for j in range(len(sr)):  # the kernel of advance_components, on floats, same order
+            xv = xs[j // k]
+            log_l = log1p(fr[j] / (alpha - los[j // k]) * (xv - alpha))
+            a = sr[j]
+            sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
+            c = cu[j]
+            if c <= 0.0:
+                cu[j] = log_l + 0.0
+                start[j] = t
+                seg[j] = xv
+            else:
+                cu[j] = log_l + c
+                seg[j] = seg[j] + xv
+        tot = self._total
+        for v in range(self._views):
+            tot[v] = tot[v] + xs[v]
         if self._alarm_round is None and self.log_statistic >= self._log_a:
-            self._alarm_round = self._rounds
+            self._alarm_round = t
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -397,11 +436,11 @@ class RiskIncreaseDetector:
             "fractions": self._fr.tolist(),
             "views": self._views,
             "rounds": self._rounds,
-            "log_sr": self._log_sr.tolist() if started else None,
-            "log_cu": self._log_cu.tolist() if started else None,
-            "start": self._start.tolist(),
-            "seg_sum": self._seg.tolist(),
-            "total": self._total.tolist(),
+            "log_sr": list(self._log_sr) if started else None,
+            "log_cu": list(self._log_cu) if started else None,
+            "start": list(self._start),
+            "seg_sum": list(self._seg),
+            "total": list(self._total),
             "alarm_round": self._alarm_round,
         }
 
@@ -453,6 +492,7 @@ class RiskIncreaseDetector:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"bad RiskIncreaseDetector state: {exc}") from exc
         det._rounds = rounds
-        det._log_sr, det._log_cu, det._start = log_sr, log_cu, start
-        det._seg, det._total, det._alarm_round = seg, total, ar
+        det._log_sr, det._log_cu = log_sr.tolist(), log_cu.tolist()
+        det._start = [int(s) for s in start.tolist()]
+        det._seg, det._total, det._alarm_round = seg.tolist(), total.tolist(), ar
         return det
