@@ -255,7 +255,8 @@ class KafkaRunner:
             worker = self._workers.get(tp.partition)
             if worker is None:
                 continue
-            n = process_records(worker, tp.topic, recs, self._sinks, self.ops)
+            n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
+                                max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
@@ -350,12 +351,14 @@ class KafkaRunner:
         from kafka.structs import TopicPartition
 
         backoff = 0.5
+        failures = 0  # consecutive failures without progress
         while not stop.is_set():
             try:
                 self._open()
                 consumer = self._require_consumer()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
-                backoff = 0.5
+                self.metrics.connected(True)
+                progressed = False
                 while not stop.is_set():
                     fetcher = self._fetcher
                     # with a fetch process, poll() only runs the group protocol (all paused):
@@ -365,25 +368,35 @@ class KafkaRunner:
                     if records:
                         with self._lock:
                             self._process(records)
+                    fetched: dict[tuple[str, int], Any] = {}
                     if fetcher is not None:
                         fetched = fetcher.poll(self.kafka.poll_timeout_ms / 1000.0)
                         if fetched:
                             with self._lock:
                                 self._process({TopicPartition(t, p): recs
                                                for (t, p), recs in fetched.items()})
+                    if (records or fetched) and not progressed:  # healthy again: reset backoff
+                        progressed, failures, backoff = True, 0, 0.5
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
                 self._close_consumer(clean=True)
             except Exception as exc:  # the service stays up: log, back off, reconnect
                 self._ready = False
-                log.warning(
+                self.metrics.connected(False)
+                self.metrics.loop_failed(type(exc).__name__)
+                failures += 1
+                # a failure that repeats without progress in between is an error, not noise
+                log.log(
+                    logging.ERROR if failures >= 2 else logging.WARNING,
                     "kafka loop failed; retrying",
-                    extra={"error": repr(exc), "retry_in_s": backoff},
+                    extra={"error": str(exc) if isinstance(exc, CertmonError) else repr(exc),
+                           "retry_in_s": backoff, "consecutive_failures": failures},
                     exc_info=not isinstance(exc, CertmonError),
                 )
                 self._close_consumer(clean=False)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
+        self.metrics.connected(False)
         self.close()
 
     def _close_consumer(self, clean: bool) -> None:

@@ -83,6 +83,14 @@ class KafkaConfig(BaseModel):
     checkpoint_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     checkpoint_topic_partitions: int = Field(default=1, gt=0)
 
+    # Dead letters keep at most this many bytes of the rejected record (plus its length and
+    # sha256), so a dead letter always fits the producer's 1 MiB request size.
+    dead_letter_max_raw_bytes: int = Field(default=64 * 1024, ge=0, le=512 * 1024)
+    # A record whose processing raises this many times is dead-lettered ("processing_failed").
+    max_record_attempts: int = Field(default=3, ge=1, le=100)
+    # At first start, give up (one-line error, non-zero exit) if no broker answers in this time.
+    startup_timeout_seconds: float = Field(default=60.0, gt=0)
+
     batch_size: int = Field(default=2000, gt=0)
     # Decode records in a child process (consumers/kafka/fetcher.py), pipelined with processing
     fetch_process: bool = True

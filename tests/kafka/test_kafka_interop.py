@@ -101,7 +101,8 @@ def test_every_codec_from_both_clients_then_outputs_read_by_librdkafka(
     # certmon's outputs, read with librdkafka: same records as kafka-python reads, keyed as
     # documented (alerts and requests by suite, dead letters by reason), JSON values
     t = setup.kafka.topics
-    for topic, key_field in ((t.alerts, "suite"), (t.requests, "suite"), (t.dead_letters, "reason")):
+    keyed = ((t.alerts, "suite"), (t.requests, "suite"), (t.dead_letters, "reason"))
+    for topic, key_field in keyed:
         with_ck = _read_confluent(kafka_bootstrap, topic, 1)  # output topics: 1 partition
         docs = [json.loads(v) for _, v in with_ck]
         assert len(docs) == len(setup.read_topic(topic)), topic
