@@ -87,7 +87,7 @@ def dead_letter_record(
     >>> big = dead_letter_record(b"x" * 1000, "oversized", "", topic="t", partition=0, offset=8,
     ...                          max_raw_bytes=3)
     >>> big["raw"], big["raw_bytes"], big["raw_truncated"], big["raw_sha256"][:12]
-    ('eHh4', 1000, True, '41edece42d63')
+    ('eHh4', 1000, True, '44f8354494a5')
     """
     return {
         "reason": reason,
