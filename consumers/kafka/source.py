@@ -32,8 +32,9 @@ from prometheus_client import CollectorRegistry
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.kafka.fetcher import FetchProcess, group_busy
 from consumers.kafka.metrics import KafkaMetrics
-from consumers.kafka.partitions import PartitionWorker, process_records
-from consumers.kafka.sinks import KafkaOutputs, ProduceError
+from consumers.kafka.ownership import new_conflicts, owners, screen
+from consumers.kafka.partitions import Columns, PartitionWorker, process_records
+from consumers.kafka.sinks import KafkaOutputs, ProduceError, dead_letter_record
 from consumers.kafka.state import merge_state_views, partition_key
 from monitor.checkpoint import CheckpointStore
 from monitor.config.kafka import kafka_config_of
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from monitor.metrics import OperationalMetrics
 
 log = logging.getLogger("certmon.kafka")
+
+# Seconds /readyz answers 503 after a suite was read from a second partition.
+CONFLICT_UNREADY_S = 300.0
 
 __all__ = ["KafkaRunner", "kafka_config_of", "run_kafka"]
 
@@ -90,19 +94,30 @@ class KafkaRunner:
         self._ready = False
         self._discard_on_revoke = False
         self._took_over = False
+        self._blocked: dict[int, dict[str, int]] = {}  # partition -> {fenced suite: owner}
+        self._conflict_at: float | None = None
         self.events_topic = self.kafka.topics.events
 
     # ------------------------------------------------------------------ public views
 
     def ready(self) -> bool:
-        """Readiness: connected, partitions restored, last checkpoint write succeeded."""
-        return self._ready
+        """Readiness: connected, partitions restored, last checkpoint written, no conflict.
+
+        A suite read from a second partition makes it False for ``CONFLICT_UNREADY_S``.
+        """
+        at = self._conflict_at
+        recent = at is not None and time.monotonic() - at < CONFLICT_UNREADY_S
+        return self._ready and not recent
 
     def state_view(self) -> dict[str, Any]:
-        """Return the merged ``state_view()`` of the engines this process owns now."""
+        """Return the merged ``state_view()`` of the engines this process owns now.
+
+        A suite held by two engines (restored from two partitions' checkpoints) keeps the
+        lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
+        """
         with self._lock:
-            views = [w.engine.state_view() for w in self._workers.values()]
-        return merge_state_views(views)
+            views = [self._workers[p].engine.state_view() for p in sorted(self._workers)]
+        return merge_state_views(views, strict=False)
 
     def assigned_partitions(self) -> list[int]:
         """Input partitions owned now."""
@@ -243,6 +258,7 @@ class KafkaRunner:
         with self._lock:
             for tp in tps:
                 self._workers.pop(tp.partition, None)
+                self._blocked.pop(tp.partition, None)
                 self.metrics.forget(tp.topic, tp.partition)
             self.metrics.assigned(len(self._workers))
             if self._consumer is not None:
@@ -251,15 +267,77 @@ class KafkaRunner:
     # ------------------------------------------------------------------ processing
 
     def _process(self, records: dict[TopicPartition, Any]) -> None:
+        rewound: set[int] = set()
         for tp, recs in records.items():
             worker = self._workers.get(tp.partition)
-            if worker is None:
+            if worker is None or tp.partition in rewound:
                 continue
+            blocked = self._blocked.get(tp.partition)
+            if blocked:
+                recs = self._fence(worker, tp.topic, recs, blocked)
+            known = len(worker.engine.suites)
             n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
                                 max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
+            others = [w.engine for q, w in self._workers.items() if q != tp.partition]
+            clash = new_conflicts(worker.engine, known, others) if others else []
+            if clash:
+                self._on_conflict(worker, clash)
+                rewound.add(tp.partition)
+
+    def _on_conflict(self, worker: PartitionWorker, suites: list[str]) -> None:
+        """Fence ``suites`` off ``worker``'s partition and rewind it to its checkpoint."""
+        found = owners({q: w.engine for q, w in self._workers.items()
+                        if q != worker.partition})
+        blocked = self._blocked.setdefault(worker.partition, {})
+        for name in suites:
+            blocked[name] = found[name]
+            log.warning("suite read from a second partition; its records there are "
+                        "dead-lettered", extra={"suite": name, "partition": worker.partition,
+                                                "owner_partition": found[name]})
+        self._conflict_at = time.monotonic()
+        worker.rewind(self.config)
+        consumer = self._consumer
+        if consumer is not None:
+            for tp in consumer.assignment():
+                if tp.partition != worker.partition:
+                    continue
+                if tp.topic in worker.offsets:
+                    consumer.seek(tp, worker.offsets[tp.topic])
+                else:
+                    consumer.seek_to_beginning(tp)
+            self._sync_fetcher(consumer)
+
+    def _fence(self, worker: PartitionWorker, topic: str, recs: Any,
+               blocked: dict[str, int]) -> Columns:
+        """Dead-letter the records of suites another partition owns; return the others."""
+        if isinstance(recs, Columns):
+            offsets, values = recs
+        else:
+            recs = list(recs)
+            offsets, values = [r.offset for r in recs], [r.value for r in recs]
+        start = worker.offsets.get(topic, -1)
+        new = [i for i, o in enumerate(offsets) if o >= start]
+        keep_o, keep_v, fenced = screen([offsets[i] for i in new], [values[i] for i in new],
+                                        blocked)
+        for offset, raw, suite, owner in fenced:
+            self._sinks["dead_letters"].emit(dead_letter_record(
+                raw, "suite_partition_conflict",
+                f"suite {suite!r} is owned by partition {owner} of this topic",
+                topic=topic, partition=worker.partition, offset=offset,
+                max_raw_bytes=self.kafka.dead_letter_max_raw_bytes))
+            self.metrics.suite_conflict(suite)
+            if self.ops is not None:
+                self.ops.rejected("suite_partition_conflict")
+        if fenced:
+            last = max(offsets[i] for i in new) + 1
+            worker.offsets[topic] = max(worker.offsets.get(topic, 0), last)
+            worker.since_checkpoint += len(fenced)
+            if keep_o:  # let process_records see the kept ones (all above ``start``)
+                worker.offsets[topic] = min(worker.offsets[topic], keep_o[0])
+        return Columns(keep_o, keep_v)
 
     def _update_lag(self, consumer: KafkaConsumer) -> None:
         fetcher = self._fetcher

@@ -356,3 +356,29 @@ def test_a_record_refused_for_good_becomes_a_small_dead_letter_not_a_rewind() ->
     for topic in ("certmon.alerts.v1", "certmon.dead-letters.v1"):
         assert registry.get_sample_value("certmon_kafka_undeliverable_records_total",
                                          {"topic": topic}) == 1  # fmt: skip
+
+
+def test_a_suite_on_a_second_partition_is_fenced_and_dead_lettered(tmp_path: Path) -> None:
+    runner, consumer, sinks = _runner(tmp_path)
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    consumer.assigned = {tp0, tp1}
+    runner._on_assigned([tp0, tp1])
+    runner._ready = True
+    runner._process({tp0: _records(0, 5)})  # partition 0 owns "qa"
+    other = [Rec(0, _event(100, suite="ops")), Rec(1, _event(101, suite="qa"))]
+    consumer.seeks.clear()
+    runner._process({tp1: other})  # "qa" on partition 1: detected, partition 1 rewound
+    assert consumer.seeks == {tp1: "beginning"}
+    assert not runner.ready()
+    assert runner._workers[1].engine.suites == {}
+    runner._process({tp1: [*other, Rec(2, _event(102, suite="ops"))]})  # re-read: screened
+    dead = [d for d in sinks["dead_letters"].records if d["reason"] == "suite_partition_conflict"]
+    assert [d["source"]["offset"] for d in dead] == [1]
+    assert "owned by partition 0" in dead[0]["detail"]
+    assert sorted(runner._workers[1].engine.suites) == ["ops"]
+    assert runner._workers[1].offsets == {TOPIC: 3}
+    assert runner.registry.get_sample_value("certmon_kafka_suite_partition_conflicts_total",
+                                            {"suite": "qa"}) == 1  # fmt: skip
+    # both partitions' checkpoints restored holding "qa": a scrape still answers
+    runner._workers[1].engine.process(_event(103, suite="qa"))
+    assert "qa" in runner.state_view()["suites"]
