@@ -175,7 +175,7 @@ class KafkaTopicSink:
         self._failures_metric = failures
         self._undeliverable_metric = undeliverable
         self.fallback = fallback if fallback is not None else self
-        self._flush_timeout = flush_timeout
+        self.flush_timeout = flush_timeout
         self._lock = threading.Lock()
         self._failed: list[str] = []
         self._refused: list[dict[str, Any]] = []
@@ -222,7 +222,7 @@ class KafkaTopicSink:
 
         for attempt in range(2):  # a refused record's stand-in is produced, then flushed
             try:
-                self.producer.flush(timeout=self._flush_timeout)
+                self.producer.flush(timeout=self.flush_timeout)
             except KafkaError as exc:
                 raise ProduceError(f"flush to {self.topic} failed: {exc!r}") from exc
             with self._lock:
@@ -301,10 +301,15 @@ class KafkaOutputs:
             raise SinkError(f"no Kafka sink named {name!r}")
         return sinks[name]
 
-    def close(self) -> None:
-        """Flush all sinks, then close the producer."""
+    def bound(self, seconds: float) -> None:
+        """Make every later flush wait at most ``seconds`` (shutdown)."""
+        for sink in (self.alerts, self.requests, self.dead_letters):
+            sink.flush_timeout = seconds
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush all sinks, then close the producer (waiting at most ``timeout`` s)."""
         try:
             for sink in (self.alerts, self.requests, self.dead_letters):
                 sink.flush()
         finally:
-            self.producer.close(timeout=10)
+            self.producer.close(timeout=timeout)

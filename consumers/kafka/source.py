@@ -42,6 +42,8 @@ from monitor.errors import CertmonError, CheckpointError, ConfigError
 from monitor.sinks import Sink, open_sink
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
@@ -53,7 +55,18 @@ log = logging.getLogger("certmon.kafka")
 # Seconds /readyz answers 503 after a suite was read from a second partition.
 CONFLICT_UNREADY_S = 300.0
 
-__all__ = ["KafkaRunner", "kafka_config_of", "run_kafka"]
+__all__ = ["KafkaRunner", "StartupTimeout", "StopRequested", "kafka_config_of", "run_kafka"]
+
+
+class StopRequested(BaseException):
+    """Raised by the signal handler to leave a blocking client bootstrap (see :func:`run_kafka`).
+
+    A BaseException, so the Kafka client's own ``except Exception`` cannot swallow it.
+    """
+
+
+class StartupTimeout(CertmonError):
+    """No broker answered within ``[kafka] startup_timeout_seconds`` of the first start."""
 
 
 class KafkaRunner:
@@ -96,6 +109,9 @@ class KafkaRunner:
         self._took_over = False
         self._blocked: dict[int, dict[str, int]] = {}  # partition -> {fenced suite: owner}
         self._conflict_at: float | None = None
+        self._deadline: float | None = None  # shutdown deadline (monotonic), once stopping
+        self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
+        self.final_view: dict[str, Any] | None = None
         self.events_topic = self.kafka.topics.events
 
     # ------------------------------------------------------------------ public views
@@ -430,9 +446,18 @@ class KafkaRunner:
 
         backoff = 0.5
         failures = 0  # consecutive failures without progress
+        started = time.monotonic()
+        connected_once = False
         while not stop.is_set():
             try:
-                self._open()
+                self.connecting = True
+                try:
+                    self._open()
+                except StopRequested:  # SIGTERM during a blocking bootstrap
+                    self._close_consumer(clean=False)
+                    break
+                finally:
+                    self.connecting = False
                 consumer = self._require_consumer()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
                 self.metrics.connected(True)
@@ -455,9 +480,18 @@ class KafkaRunner:
                                                for (t, p), recs in fetched.items()})
                     if (records or fetched) and not progressed:  # healthy again: reset backoff
                         progressed, failures, backoff = True, 0, 0.5
+                    if not connected_once and consumer.bootstrap_connected():
+                        connected_once = True
+                    if not connected_once:
+                        self._check_startup(started, "no broker answered")
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
+                self.begin_shutdown()
                 self._close_consumer(clean=True)
+            except StartupTimeout:
+                self._close_consumer(clean=False)
+                self.close()
+                raise
             except Exception as exc:  # the service stays up: log, back off, reconnect
                 self._ready = False
                 self.metrics.connected(False)
@@ -472,10 +506,21 @@ class KafkaRunner:
                     exc_info=not isinstance(exc, CertmonError),
                 )
                 self._close_consumer(clean=False)
+                if not connected_once:
+                    self._check_startup(started, str(exc) if isinstance(exc, CertmonError)
+                                        else repr(exc))
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
         self.metrics.connected(False)
         self.close()
+
+    def _check_startup(self, started: float, reason: str) -> None:
+        """Give up at first start when no broker answered within ``startup_timeout_seconds``."""
+        limit = self.kafka.startup_timeout_seconds
+        if time.monotonic() - started >= limit:
+            servers = ",".join(self.kafka.bootstrap_list())
+            raise StartupTimeout(f"cannot reach Kafka at {servers} within {limit:g} s "
+                                 f"([kafka] startup_timeout_seconds): {reason}")
 
     def _close_consumer(self, clean: bool) -> None:
         consumer, self._consumer = self._consumer, None
@@ -487,39 +532,81 @@ class KafkaRunner:
         try:
             if clean:
                 self._maybe_checkpoint(consumer, force=True)
+                self.final_view = self.state_view()
             self._discard_on_revoke = True
             with self._lock:
                 self._workers.clear()
                 self.metrics.assigned(0)
         finally:
             try:
-                consumer.close()
+                wait = self._left(self.kafka.request_timeout_ms / 1e3)
+                consumer.close(timeout_ms=int(1000 * wait))
             except Exception as exc:
                 log.info("consumer close failed", extra={"error": repr(exc)})
 
+    def _left(self, default: float) -> float:
+        """Seconds a blocking step may take: ``default``, or what the shutdown budget leaves."""
+        if self._deadline is None:
+            return default
+        return max(0.1, min(default, self._deadline - time.monotonic()))
+
+    def begin_shutdown(self) -> None:
+        """Start the shutdown budget: later flushes, saves and closes share it."""
+        if self._deadline is not None:
+            return
+        budget = self.kafka.shutdown_timeout_seconds
+        self._deadline = time.monotonic() + budget
+        if self._outputs is not None:
+            self._outputs.bound(budget / 3)
+        if self._store is not None and hasattr(self._store, "timeout"):
+            self._store.timeout = budget / 3
+
     def close(self) -> None:
         """Flush and close sinks, the producer and the checkpoint store."""
+        self.begin_shutdown()
         for sink in self._sinks.values():
             try:
                 sink.close()
             except Exception as exc:
                 log.warning("sink close failed", extra={"error": repr(exc)})
         if self._outputs is not None:
-            self._outputs.close()
+            try:
+                self._outputs.close(timeout=self._left(10.0))
+            except Exception as exc:
+                log.warning("producer close failed", extra={"error": repr(exc)})
         close = getattr(self._store, "close", None)
         if callable(close):
-            close()
+            try:
+                close(timeout=self._left(10.0))
+            except TypeError:  # a store without a timeout
+                close()
         log.info("stopped")
 
 
 def run_kafka(
-    config: CertmonConfig, registry: CollectorRegistry, stop_event: threading.Event
-) -> None:
+    config: CertmonConfig,
+    registry: CollectorRegistry,
+    stop_event: threading.Event,
+    started: Callable[[KafkaRunner], None] | None = None,
+) -> dict[str, Any] | None:
     """Run the Kafka source until ``stop_event`` is set (the ``certmon run`` entry point).
 
     Registers the operational metrics, the scrape-time state collector and the Kafka metrics
     on ``registry``, serves them (with ``/healthz`` and ``/readyz``) on ``[metrics]`` if
     enabled, and logs JSON lines to stderr unless logging is already configured.
+    ``started`` is called with the runner before it connects: a signal handler that finds
+    ``runner.connecting`` true may raise :class:`StopRequested` to end a blocking bootstrap.
+
+    Returns
+    -------
+    dict or None
+        The merged state view of the partitions owned at the stop (after their final
+        checkpoint), for ``--state-out``; None if the stop came before any ownership.
+
+    Raises
+    ------
+    StartupTimeout
+        No broker answered within ``[kafka] startup_timeout_seconds`` at first start.
     """
     from consumers.kafka.logs import configure_json_logging
     from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
@@ -527,6 +614,8 @@ def run_kafka(
     configure_json_logging()
     ops = OperationalMetrics(registry)
     runner = KafkaRunner(config, registry, ops=ops)
+    if started is not None:
+        started(runner)
     registry.register(StateCollector(runner.state_view))
     server = None
     if config.metrics.enabled:
@@ -539,3 +628,4 @@ def run_kafka(
         ops.set_up(False)
         if server is not None:
             stop_metrics(*server)
+    return runner.final_view

@@ -90,6 +90,10 @@ class KafkaConfig(BaseModel):
     max_record_attempts: int = Field(default=3, ge=1, le=100)
     # At first start, give up (one-line error, non-zero exit) if no broker answers in this time.
     startup_timeout_seconds: float = Field(default=60.0, gt=0)
+    # On SIGTERM: the final output flush, checkpoint, offset commit and closes share this
+    # budget (Kubernetes' default grace period is 30 s); what the broker cannot take in time
+    # is left to the next owner, which restores the previous checkpoint.
+    shutdown_timeout_seconds: float = Field(default=4.0, gt=0, le=60)
 
     batch_size: int = Field(default=2000, gt=0)
     # Decode records in a child process (consumers/kafka/fetcher.py), pipelined with processing
