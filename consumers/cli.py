@@ -128,14 +128,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _load(args)
     if config.source.kind == "kafka":
-        from consumers.kafka.source import run_kafka
+        from consumers.kafka.source import KafkaRunner, StopRequested, run_kafka
 
         stop_event = threading.Event()
-        restore_signals = install_signal_handlers(stop_event.set)
+        runners: list[KafkaRunner] = []
+
+        def stop() -> None:
+            stop_event.set()
+            if runners and runners[0].connecting:  # blocked in a bootstrap: leave it now
+                raise StopRequested
+
+        restore_signals = install_signal_handlers(stop)
         try:
-            run_kafka(config, CollectorRegistry(), stop_event)
+            view = run_kafka(config, CollectorRegistry(), stop_event, started=runners.append)
         finally:
             restore_signals()
+        if args.state_out:
+            write_state(args.state_out, view if view is not None else {"suites": {}})
         return 0
     from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
 

@@ -300,10 +300,10 @@ class KafkaTopicStore:
         self._catch_up()
         return sorted(self._latest)
 
-    def close(self) -> None:
-        """Close the reader and, if owned, the producer."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Close the reader and, if owned, the producer (waiting at most ``timeout`` s)."""
         if self._reader is not None:
             self._reader.close()
             self._reader = None
         if self._owns_producer:
-            self._producer.close(timeout=10)
+            self._producer.close(timeout=timeout)

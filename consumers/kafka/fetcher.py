@@ -40,6 +40,7 @@ import select
 import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from typing import Any
 
@@ -127,9 +128,12 @@ class FetchProcess:
 
     def __init__(self, client: dict[str, object], client_id: str, max_poll_records: int,
                  poll_timeout_ms: int) -> None:
+        # the child's stderr goes to a file (never a pipe that could fill and block it): its
+        # last line is the reason reported when the child exits
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._proc = subprocess.Popen(  # our own module, no shell
             [sys.executable, "-m", "consumers.kafka.fetcher"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
         )
         if self._proc.stdout is not None:  # room for several batches in flight (Linux)
             with contextlib.suppress(OSError):
@@ -187,7 +191,8 @@ class FetchProcess:
                 break
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                raise CertmonError(f"fetch process exited (code {self._proc.wait()})")
+                code = self._proc.wait()
+                raise CertmonError(f"fetch process exited (code {code}): {self.last_error()}")
             self._buf += chunk
             frames, used = decode_frames(self._buf)
             del self._buf[:used]
@@ -203,6 +208,18 @@ class FetchProcess:
                 break
         return out
 
+    def last_error(self) -> str:
+        """Return the last line the child wrote to stderr (its exit reason), or ``"?"``."""
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - 4096))
+            tail = self._stderr.read().decode(errors="replace")
+        except (OSError, ValueError):
+            return "?"
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1][:500] if lines else "?"
+
     def close(self) -> None:
         """Stop the child (closing its stdin ends it; killed if it does not exit in 5 s)."""
         proc = self._proc
@@ -216,6 +233,7 @@ class FetchProcess:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+        self._stderr.close()
 
 
 def group_busy(consumer: Any) -> bool:
@@ -236,6 +254,16 @@ def group_busy(consumer: Any) -> bool:
 
 
 def _child() -> int:
+    """Child entry point: run :func:`_child_loop`; a failure ends it with one line on stderr."""
+    try:
+        return _child_loop()
+    except Exception as exc:  # reported by the parent (FetchProcess.last_error)
+        print(f"certmon fetch process failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+        return 3
+
+
+def _child_loop() -> int:
     """Child main loop (see the module docstring)."""
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition

@@ -2,7 +2,12 @@
 
 - ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset;
 - ``certmon_kafka_records_consumed_total{topic,partition}``;
-- ``certmon_kafka_partitions_assigned``: partitions this process owns now.
+- ``certmon_kafka_partitions_assigned``: partitions this process owns now;
+- ``certmon_kafka_connected``: 1 while the consumer loop runs against the broker, else 0;
+- ``certmon_kafka_loop_failures_total{error}``: consumer-loop failures (each followed by a
+  reconnect with backoff), by exception type;
+- ``certmon_kafka_suite_partition_conflicts_total{suite}``: records of a suite read from a
+  partition other than the suite's owner (dead-lettered).
 """
 
 from __future__ import annotations
@@ -52,6 +57,36 @@ class KafkaMetrics:
             "Input partitions currently assigned to this process.",
             registry=registry,
         )
+
+        self._connected = Gauge(
+            "certmon_kafka_connected",
+            "1 while the consumer loop runs against the broker, 0 while it reconnects.",
+            registry=registry,
+        )
+        self._failures = Counter(
+            "certmon_kafka_loop_failures",
+            "Consumer-loop failures, each followed by a reconnect with backoff.",
+            ["error"],
+            registry=registry,
+        )
+        self._conflicts = Counter(
+            "certmon_kafka_suite_partition_conflicts",
+            "Records of a suite read from a partition other than the suite's owner.",
+            ["suite"],
+            registry=registry,
+        )
+
+    def connected(self, up: bool) -> None:
+        """Set whether the consumer loop runs against the broker."""
+        self._connected.set(1 if up else 0)
+
+    def loop_failed(self, error: str) -> None:
+        """Count one consumer-loop failure of type ``error``."""
+        self._failures.labels(error=error).inc()
+
+    def suite_conflict(self, suite: str, count: int = 1) -> None:
+        """Count ``count`` records of ``suite`` read from a partition that does not own it."""
+        self._conflicts.labels(suite=suite).inc(count)
 
     def consumed(self, topic: str, partition: int, count: int) -> None:
         """Count ``count`` records processed from one partition."""

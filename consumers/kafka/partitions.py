@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from consumers.kafka.sinks import dead_letter_record
+from consumers.kafka.sinks import DEFAULT_DEAD_LETTER_RAW_BYTES, dead_letter_record
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 
 if TYPE_CHECKING:
@@ -115,11 +115,14 @@ def process_records(
     records: Iterable[Any] | Columns,
     sinks: Mapping[str, Sink],
     ops: OperationalMetrics | None = None,
+    *,
+    max_raw_bytes: int = DEFAULT_DEAD_LETTER_RAW_BYTES,
 ) -> int:
     """Feed one topic-partition's records (``offset``/``value``, or :class:`Columns`) to the engine.
 
     Alerts, label requests and dead letters go to ``sinks["alerts"|"requests"|
-    "dead_letters"]``. Records below the worker's next offset (already reflected in the
+    "dead_letters"]`` (dead letters keep at most ``max_raw_bytes`` of the record). Records
+    below the worker's next offset (already reflected in the
     restored state) are skipped, so a re-delivery is never counted twice.
 
     Returns
@@ -171,7 +174,7 @@ def process_records(
             rej = result.rejection
             sinks["dead_letters"].emit(dead_letter_record(
                 raws[i], rej.reason, rej.detail, topic=topic, partition=worker.partition,
-                offset=offsets[i]))
+                offset=offsets[i], max_raw_bytes=max_raw_bytes))
             if ops is not None:
                 ops.rejected(rej.reason)
         if result.duplicate is not None and ops is not None:

@@ -11,6 +11,8 @@ last checkpoint and produces again; alert ids are deterministic, so receivers de
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 import logging
 import threading
@@ -51,8 +53,12 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+DEFAULT_DEAD_LETTER_RAW_BYTES = 64 * 1024
+
+
 def dead_letter_record(
-    raw: bytes, reason: str, detail: str, *, topic: str, partition: int, offset: int
+    raw: bytes, reason: str, detail: str, *, topic: str, partition: int, offset: int,
+    max_raw_bytes: int = DEFAULT_DEAD_LETTER_RAW_BYTES,
 ) -> dict[str, Any]:
     r"""Build the dead-letter document for a rejected Kafka record.
 
@@ -64,19 +70,42 @@ def dead_letter_record(
         Rejection reason code (see :mod:`monitor.events`) and a human-readable detail.
     topic, partition, offset : str, int, int
         Where the record was read.
+    max_raw_bytes : int
+        At most this many leading bytes of ``raw`` are kept (base64 in ``raw``).
+
+    Notes
+    -----
+    Guarantee: the document's size is bounded (about ``4/3 * max_raw_bytes`` plus the detail)
+    whatever the record's size, so a dead letter always fits the producer's request size;
+    ``raw_bytes`` and ``raw_sha256`` identify the original record exactly.
 
     Examples
     --------
     >>> d = dead_letter_record(b"\xff", "undecodable", "bad", topic="t", partition=0, offset=7)
-    >>> d["raw"], d["source"]
-    ('/w==', {'kind': 'kafka', 'topic': 't', 'partition': 0, 'offset': 7})
+    >>> d["raw"], d["raw_truncated"], d["source"]
+    ('/w==', False, {'kind': 'kafka', 'topic': 't', 'partition': 0, 'offset': 7})
+    >>> big = dead_letter_record(b"x" * 1000, "oversized", "", topic="t", partition=0, offset=8,
+    ...                          max_raw_bytes=3)
+    >>> big["raw"], big["raw_bytes"], big["raw_truncated"], big["raw_sha256"][:12]
+    ('eHh4', 1000, True, '44f8354494a5')
     """
     return {
         "reason": reason,
-        "detail": detail,
-        "raw": base64.b64encode(raw).decode("ascii"),
+        "detail": detail[:2000],
+        "raw": base64.b64encode(raw[:max_raw_bytes]).decode("ascii"),
+        "raw_bytes": len(raw),
+        "raw_sha256": hashlib.sha256(raw).hexdigest(),
+        "raw_truncated": len(raw) > max_raw_bytes,
         "source": {"kind": "kafka", "topic": topic, "partition": partition, "offset": offset},
     }
+
+
+def _record_level(exc: BaseException) -> bool:
+    """Whether ``exc`` rejects one record for good (its size or content), not the connection."""
+    from kafka import errors
+
+    return isinstance(exc, (errors.MessageSizeTooLargeError, errors.InvalidRecordError,
+                            errors.CorruptRecordError, errors.RecordListTooLargeError))
 
 
 def create_producer(config: KafkaConfig, **overrides: Any) -> KafkaProducer:
@@ -122,8 +151,11 @@ class KafkaTopicSink:
     Notes
     -----
     Guarantee: when :meth:`flush` returns, every record emitted before it is acknowledged by
-    all in-sync replicas, exactly once per ``emit`` (idempotent producer). A failure raises
-    :class:`ProduceError` from :meth:`flush` and the failed records are *not* retried here.
+    all in-sync replicas, exactly once per ``emit`` (idempotent producer), or -- when Kafka
+    refuses that one record for good (too large, invalid) -- replaced by a small
+    ``undeliverable_output`` dead letter (id, size, sha256, error) on ``fallback`` and counted
+    in ``certmon_kafka_undeliverable_records_total``, so one record never blocks the stream.
+    Any other failure raises :class:`ProduceError` from :meth:`flush` (the caller rewinds).
     """
 
     def __init__(
@@ -133,28 +165,53 @@ class KafkaTopicSink:
         *,
         key_field: str = "suite",
         failures: Counter | None = None,
+        undeliverable: Counter | None = None,
+        fallback: KafkaTopicSink | None = None,
         flush_timeout: float = 60.0,
     ) -> None:
         self.producer = producer
         self.topic = topic
         self.key_field = key_field
         self._failures_metric = failures
-        self._flush_timeout = flush_timeout
+        self._undeliverable_metric = undeliverable
+        self.fallback = fallback if fallback is not None else self
+        self.flush_timeout = flush_timeout
         self._lock = threading.Lock()
         self._failed: list[str] = []
+        self._refused: list[dict[str, Any]] = []
         self.emitted = 0
 
     def emit(self, record: dict[str, Any]) -> None:
         """Send one record asynchronously (delivery is checked by :meth:`flush`)."""
         key = record.get(self.key_field)
         key_bytes = str(key).encode() if key is not None else None
-        future = self.producer.send(self.topic, value=encode_record(record), key=key_bytes)
-        future.add_errback(self._on_error)
+        value = encode_record(record)
+        future = self.producer.send(self.topic, value=value, key=key_bytes)
+        stub = {
+            "reason": "undeliverable_output",
+            "topic": self.topic,
+            "id": record.get("id"),
+            "suite": record.get("suite"),
+            "original_reason": record.get("reason"),
+            "bytes": len(value),
+            "sha256": hashlib.sha256(value).hexdigest(),
+        }
+        future.add_errback(functools.partial(self._on_error, stub))
         self.emitted += 1
 
-    def _on_error(self, exc: BaseException) -> None:
+    def _on_error(self, stub: dict[str, Any], exc: BaseException) -> None:
+        refused = _record_level(exc) and stub["topic"] == self.topic
         with self._lock:
-            self._failed.append(repr(exc))
+            if refused:  # replaced by a small dead letter at the next flush
+                self._refused.append({**stub, "detail": repr(exc)[:500]})
+            else:
+                self._failed.append(repr(exc))
+        if refused:
+            if self._undeliverable_metric is not None:
+                self._undeliverable_metric.labels(topic=self.topic).inc()
+            log.error("record refused by Kafka; replaced by a dead letter",
+                      extra={"topic": self.topic, "bytes": stub["bytes"], "error": repr(exc)})
+            return
         if self._failures_metric is not None:
             self._failures_metric.labels(topic=self.topic).inc()
         log.warning("produce failed", extra={"topic": self.topic, "error": repr(exc)})
@@ -163,10 +220,23 @@ class KafkaTopicSink:
         """Wait for every outstanding record; raise :class:`ProduceError` if any failed."""
         from kafka.errors import KafkaError
 
-        try:
-            self.producer.flush(timeout=self._flush_timeout)
-        except KafkaError as exc:
-            raise ProduceError(f"flush to {self.topic} failed: {exc!r}") from exc
+        for attempt in range(2):  # a refused record's stand-in is produced, then flushed
+            try:
+                self.producer.flush(timeout=self.flush_timeout)
+            except KafkaError as exc:
+                raise ProduceError(f"flush to {self.topic} failed: {exc!r}") from exc
+            with self._lock:
+                refused, self._refused = self._refused, []
+            if not refused or attempt == 1:
+                break
+            for stub in refused:
+                if stub["reason"] == stub.get("original_reason"):
+                    # a stand-in refused in turn: nothing smaller to send; drop it, loudly
+                    log.error("dead letter stand-in refused; dropped", extra=stub)
+                    continue
+                self.fallback.emit(stub)
+            if self.fallback is not self:
+                self.fallback.flush()
         with self._lock:
             failed, self._failed = self._failed, []
         if failed:
@@ -202,13 +272,23 @@ class KafkaOutputs:
             ["topic"],
             registry=registry,
         )
+        self.undeliverable = Counter(
+            "certmon_kafka_undeliverable_records",
+            "Output records Kafka refused for good, replaced by dead letters.",
+            ["topic"],
+            registry=registry,
+        )
         self.producer = producer if producer is not None else create_producer(config)
         topics = config.topics
-        self.alerts = KafkaTopicSink(self.producer, topics.alerts, failures=self.failures)
-        self.requests = KafkaTopicSink(self.producer, topics.requests, failures=self.failures)
         self.dead_letters = KafkaTopicSink(
-            self.producer, topics.dead_letters, key_field="reason", failures=self.failures
+            self.producer, topics.dead_letters, key_field="reason", failures=self.failures,
+            undeliverable=self.undeliverable,
         )
+        self.alerts = KafkaTopicSink(self.producer, topics.alerts, failures=self.failures,
+                                     undeliverable=self.undeliverable, fallback=self.dead_letters)
+        self.requests = KafkaTopicSink(self.producer, topics.requests, failures=self.failures,
+                                       undeliverable=self.undeliverable,
+                                       fallback=self.dead_letters)
 
     def sink_for(self, name: str) -> KafkaTopicSink:
         """Return the sink for ``"alerts"``, ``"requests"`` or ``"dead_letters"``."""
@@ -221,10 +301,15 @@ class KafkaOutputs:
             raise SinkError(f"no Kafka sink named {name!r}")
         return sinks[name]
 
-    def close(self) -> None:
-        """Flush all sinks, then close the producer."""
+    def bound(self, seconds: float) -> None:
+        """Make every later flush wait at most ``seconds`` (shutdown)."""
+        for sink in (self.alerts, self.requests, self.dead_letters):
+            sink.flush_timeout = seconds
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush all sinks, then close the producer (waiting at most ``timeout`` s)."""
         try:
             for sink in (self.alerts, self.requests, self.dead_letters):
                 sink.flush()
         finally:
-            self.producer.close(timeout=10)
+            self.producer.close(timeout=timeout)

@@ -32,8 +32,9 @@ from prometheus_client import CollectorRegistry
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.kafka.fetcher import FetchProcess, group_busy
 from consumers.kafka.metrics import KafkaMetrics
-from consumers.kafka.partitions import PartitionWorker, process_records
-from consumers.kafka.sinks import KafkaOutputs, ProduceError
+from consumers.kafka.ownership import new_conflicts, owners, screen
+from consumers.kafka.partitions import Columns, PartitionWorker, process_records
+from consumers.kafka.sinks import KafkaOutputs, ProduceError, dead_letter_record
 from consumers.kafka.state import merge_state_views, partition_key
 from monitor.checkpoint import CheckpointStore
 from monitor.config.kafka import kafka_config_of
@@ -41,6 +42,8 @@ from monitor.errors import CertmonError, CheckpointError, ConfigError
 from monitor.sinks import Sink, open_sink
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
@@ -49,7 +52,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["KafkaRunner", "kafka_config_of", "run_kafka"]
+# Seconds /readyz answers 503 after a suite was read from a second partition.
+CONFLICT_UNREADY_S = 300.0
+
+__all__ = ["KafkaRunner", "StartupTimeout", "StopRequested", "kafka_config_of", "run_kafka"]
+
+
+class StopRequested(BaseException):
+    """Raised by the signal handler to leave a blocking client bootstrap (see :func:`run_kafka`).
+
+    A BaseException, so the Kafka client's own ``except Exception`` cannot swallow it.
+    """
+
+
+class StartupTimeout(CertmonError):
+    """No broker answered within ``[kafka] startup_timeout_seconds`` of the first start."""
 
 
 class KafkaRunner:
@@ -90,19 +107,33 @@ class KafkaRunner:
         self._ready = False
         self._discard_on_revoke = False
         self._took_over = False
+        self._blocked: dict[int, dict[str, int]] = {}  # partition -> {fenced suite: owner}
+        self._conflict_at: float | None = None
+        self._deadline: float | None = None  # shutdown deadline (monotonic), once stopping
+        self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
+        self.final_view: dict[str, Any] | None = None
         self.events_topic = self.kafka.topics.events
 
     # ------------------------------------------------------------------ public views
 
     def ready(self) -> bool:
-        """Readiness: connected, partitions restored, last checkpoint write succeeded."""
-        return self._ready
+        """Readiness: connected, partitions restored, last checkpoint written, no conflict.
+
+        A suite read from a second partition makes it False for ``CONFLICT_UNREADY_S``.
+        """
+        at = self._conflict_at
+        recent = at is not None and time.monotonic() - at < CONFLICT_UNREADY_S
+        return self._ready and not recent
 
     def state_view(self) -> dict[str, Any]:
-        """Return the merged ``state_view()`` of the engines this process owns now."""
+        """Return the merged ``state_view()`` of the engines this process owns now.
+
+        A suite held by two engines (restored from two partitions' checkpoints) keeps the
+        lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
+        """
         with self._lock:
-            views = [w.engine.state_view() for w in self._workers.values()]
-        return merge_state_views(views)
+            views = [self._workers[p].engine.state_view() for p in sorted(self._workers)]
+        return merge_state_views(views, strict=False)
 
     def assigned_partitions(self) -> list[int]:
         """Input partitions owned now."""
@@ -243,6 +274,7 @@ class KafkaRunner:
         with self._lock:
             for tp in tps:
                 self._workers.pop(tp.partition, None)
+                self._blocked.pop(tp.partition, None)
                 self.metrics.forget(tp.topic, tp.partition)
             self.metrics.assigned(len(self._workers))
             if self._consumer is not None:
@@ -251,14 +283,77 @@ class KafkaRunner:
     # ------------------------------------------------------------------ processing
 
     def _process(self, records: dict[TopicPartition, Any]) -> None:
+        rewound: set[int] = set()
         for tp, recs in records.items():
             worker = self._workers.get(tp.partition)
-            if worker is None:
+            if worker is None or tp.partition in rewound:
                 continue
-            n = process_records(worker, tp.topic, recs, self._sinks, self.ops)
+            blocked = self._blocked.get(tp.partition)
+            if blocked:
+                recs = self._fence(worker, tp.topic, recs, blocked)
+            known = len(worker.engine.suites)
+            n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
+                                max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
+            others = [w.engine for q, w in self._workers.items() if q != tp.partition]
+            clash = new_conflicts(worker.engine, known, others) if others else []
+            if clash:
+                self._on_conflict(worker, clash)
+                rewound.add(tp.partition)
+
+    def _on_conflict(self, worker: PartitionWorker, suites: list[str]) -> None:
+        """Fence ``suites`` off ``worker``'s partition and rewind it to its checkpoint."""
+        found = owners({q: w.engine for q, w in self._workers.items()
+                        if q != worker.partition})
+        blocked = self._blocked.setdefault(worker.partition, {})
+        for name in suites:
+            blocked[name] = found[name]
+            log.warning("suite read from a second partition; its records there are "
+                        "dead-lettered", extra={"suite": name, "partition": worker.partition,
+                                                "owner_partition": found[name]})
+        self._conflict_at = time.monotonic()
+        worker.rewind(self.config)
+        consumer = self._consumer
+        if consumer is not None:
+            for tp in consumer.assignment():
+                if tp.partition != worker.partition:
+                    continue
+                if tp.topic in worker.offsets:
+                    consumer.seek(tp, worker.offsets[tp.topic])
+                else:
+                    consumer.seek_to_beginning(tp)
+            self._sync_fetcher(consumer)
+
+    def _fence(self, worker: PartitionWorker, topic: str, recs: Any,
+               blocked: dict[str, int]) -> Columns:
+        """Dead-letter the records of suites another partition owns; return the others."""
+        if isinstance(recs, Columns):
+            offsets, values = recs
+        else:
+            recs = list(recs)
+            offsets, values = [r.offset for r in recs], [r.value for r in recs]
+        start = worker.offsets.get(topic, -1)
+        new = [i for i, o in enumerate(offsets) if o >= start]
+        keep_o, keep_v, fenced = screen([offsets[i] for i in new], [values[i] for i in new],
+                                        blocked)
+        for offset, raw, suite, owner in fenced:
+            self._sinks["dead_letters"].emit(dead_letter_record(
+                raw, "suite_partition_conflict",
+                f"suite {suite!r} is owned by partition {owner} of this topic",
+                topic=topic, partition=worker.partition, offset=offset,
+                max_raw_bytes=self.kafka.dead_letter_max_raw_bytes))
+            self.metrics.suite_conflict(suite)
+            if self.ops is not None:
+                self.ops.rejected("suite_partition_conflict")
+        if fenced:
+            last = max(offsets[i] for i in new) + 1
+            worker.offsets[topic] = max(worker.offsets.get(topic, 0), last)
+            worker.since_checkpoint += len(fenced)
+            if keep_o:  # let process_records see the kept ones (all above ``start``)
+                worker.offsets[topic] = min(worker.offsets[topic], keep_o[0])
+        return Columns(keep_o, keep_v)
 
     def _update_lag(self, consumer: KafkaConsumer) -> None:
         fetcher = self._fetcher
@@ -350,12 +445,23 @@ class KafkaRunner:
         from kafka.structs import TopicPartition
 
         backoff = 0.5
+        failures = 0  # consecutive failures without progress
+        started = time.monotonic()
+        connected_once = False
         while not stop.is_set():
             try:
-                self._open()
+                self.connecting = True
+                try:
+                    self._open()
+                except StopRequested:  # SIGTERM during a blocking bootstrap
+                    self._close_consumer(clean=False)
+                    break
+                finally:
+                    self.connecting = False
                 consumer = self._require_consumer()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
-                backoff = 0.5
+                self.metrics.connected(True)
+                progressed = False
                 while not stop.is_set():
                     fetcher = self._fetcher
                     # with a fetch process, poll() only runs the group protocol (all paused):
@@ -365,26 +471,56 @@ class KafkaRunner:
                     if records:
                         with self._lock:
                             self._process(records)
+                    fetched: dict[tuple[str, int], Any] = {}
                     if fetcher is not None:
                         fetched = fetcher.poll(self.kafka.poll_timeout_ms / 1000.0)
                         if fetched:
                             with self._lock:
                                 self._process({TopicPartition(t, p): recs
                                                for (t, p), recs in fetched.items()})
+                    if (records or fetched) and not progressed:  # healthy again: reset backoff
+                        progressed, failures, backoff = True, 0, 0.5
+                    if not connected_once and consumer.bootstrap_connected():
+                        connected_once = True
+                    if not connected_once:
+                        self._check_startup(started, "no broker answered")
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
+                self.begin_shutdown()
                 self._close_consumer(clean=True)
+            except StartupTimeout:
+                self._close_consumer(clean=False)
+                self.close()
+                raise
             except Exception as exc:  # the service stays up: log, back off, reconnect
                 self._ready = False
-                log.warning(
+                self.metrics.connected(False)
+                self.metrics.loop_failed(type(exc).__name__)
+                failures += 1
+                # a failure that repeats without progress in between is an error, not noise
+                log.log(
+                    logging.ERROR if failures >= 2 else logging.WARNING,
                     "kafka loop failed; retrying",
-                    extra={"error": repr(exc), "retry_in_s": backoff},
+                    extra={"error": str(exc) if isinstance(exc, CertmonError) else repr(exc),
+                           "retry_in_s": backoff, "consecutive_failures": failures},
                     exc_info=not isinstance(exc, CertmonError),
                 )
                 self._close_consumer(clean=False)
+                if not connected_once:
+                    self._check_startup(started, str(exc) if isinstance(exc, CertmonError)
+                                        else repr(exc))
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
+        self.metrics.connected(False)
         self.close()
+
+    def _check_startup(self, started: float, reason: str) -> None:
+        """Give up at first start when no broker answered within ``startup_timeout_seconds``."""
+        limit = self.kafka.startup_timeout_seconds
+        if time.monotonic() - started >= limit:
+            servers = ",".join(self.kafka.bootstrap_list())
+            raise StartupTimeout(f"cannot reach Kafka at {servers} within {limit:g} s "
+                                 f"([kafka] startup_timeout_seconds): {reason}")
 
     def _close_consumer(self, clean: bool) -> None:
         consumer, self._consumer = self._consumer, None
@@ -396,39 +532,81 @@ class KafkaRunner:
         try:
             if clean:
                 self._maybe_checkpoint(consumer, force=True)
+                self.final_view = self.state_view()
             self._discard_on_revoke = True
             with self._lock:
                 self._workers.clear()
                 self.metrics.assigned(0)
         finally:
             try:
-                consumer.close()
+                wait = self._left(self.kafka.request_timeout_ms / 1e3)
+                consumer.close(timeout_ms=int(1000 * wait))
             except Exception as exc:
                 log.info("consumer close failed", extra={"error": repr(exc)})
 
+    def _left(self, default: float) -> float:
+        """Seconds a blocking step may take: ``default``, or what the shutdown budget leaves."""
+        if self._deadline is None:
+            return default
+        return max(0.1, min(default, self._deadline - time.monotonic()))
+
+    def begin_shutdown(self) -> None:
+        """Start the shutdown budget: later flushes, saves and closes share it."""
+        if self._deadline is not None:
+            return
+        budget = self.kafka.shutdown_timeout_seconds
+        self._deadline = time.monotonic() + budget
+        if self._outputs is not None:
+            self._outputs.bound(budget / 3)
+        if self._store is not None and hasattr(self._store, "timeout"):
+            self._store.timeout = budget / 3
+
     def close(self) -> None:
         """Flush and close sinks, the producer and the checkpoint store."""
+        self.begin_shutdown()
         for sink in self._sinks.values():
             try:
                 sink.close()
             except Exception as exc:
                 log.warning("sink close failed", extra={"error": repr(exc)})
         if self._outputs is not None:
-            self._outputs.close()
+            try:
+                self._outputs.close(timeout=self._left(10.0))
+            except Exception as exc:
+                log.warning("producer close failed", extra={"error": repr(exc)})
         close = getattr(self._store, "close", None)
         if callable(close):
-            close()
+            try:
+                close(timeout=self._left(10.0))
+            except TypeError:  # a store without a timeout
+                close()
         log.info("stopped")
 
 
 def run_kafka(
-    config: CertmonConfig, registry: CollectorRegistry, stop_event: threading.Event
-) -> None:
+    config: CertmonConfig,
+    registry: CollectorRegistry,
+    stop_event: threading.Event,
+    started: Callable[[KafkaRunner], None] | None = None,
+) -> dict[str, Any] | None:
     """Run the Kafka source until ``stop_event`` is set (the ``certmon run`` entry point).
 
     Registers the operational metrics, the scrape-time state collector and the Kafka metrics
     on ``registry``, serves them (with ``/healthz`` and ``/readyz``) on ``[metrics]`` if
     enabled, and logs JSON lines to stderr unless logging is already configured.
+    ``started`` is called with the runner before it connects: a signal handler that finds
+    ``runner.connecting`` true may raise :class:`StopRequested` to end a blocking bootstrap.
+
+    Returns
+    -------
+    dict or None
+        The merged state view of the partitions owned at the stop (after their final
+        checkpoint), for ``--state-out``; None if the stop came before any ownership.
+
+    Raises
+    ------
+    StartupTimeout
+        No broker answered within ``[kafka] startup_timeout_seconds`` at first start.
     """
     from consumers.kafka.logs import configure_json_logging
     from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
@@ -436,6 +614,8 @@ def run_kafka(
     configure_json_logging()
     ops = OperationalMetrics(registry)
     runner = KafkaRunner(config, registry, ops=ops)
+    if started is not None:
+        started(runner)
     registry.register(StateCollector(runner.state_view))
     server = None
     if config.metrics.enabled:
@@ -448,3 +628,4 @@ def run_kafka(
         ops.set_up(False)
         if server is not None:
             stop_metrics(*server)
+    return runner.final_view

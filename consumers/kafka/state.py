@@ -46,13 +46,16 @@ def _merge(a: Any, b: Any) -> Any:
     return a
 
 
-def merge_state_views(views: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def merge_state_views(views: Iterable[Mapping[str, Any]], *, strict: bool = True) -> dict[str, Any]:
     """Merge engine state views: union of suites, sums of numeric counters elsewhere.
+
+    With ``strict=False`` a suite held by two views keeps the first view's (a live scrape must
+    not fail; the runner fences such suites, see :mod:`consumers.kafka.ownership`).
 
     Raises
     ------
     ValueError
-        Two views hold the same suite (a suite must live in exactly one partition).
+        ``strict`` and two views hold the same suite (a suite must live in one partition).
 
     Examples
     --------
@@ -61,11 +64,15 @@ def merge_state_views(views: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     >>> m = merge_state_views([a, b])
     >>> m["suites"], m["counters"]
     ({'s1': {'n': 1}, 's2': {'n': 2}}, {'events_in': 7, 'rejected': {'x': 1, 'y': 2}})
+    >>> merge_state_views([a, a], strict=False)["suites"]
+    {'s1': {'n': 1}}
     """
     merged: dict[str, Any] = {"suites": {}}
     for view in views:
         for name, suite in view.get("suites", {}).items():
             if name in merged["suites"]:
+                if not strict:
+                    continue
                 raise ValueError(f"suite {name!r} appears in two partitions")
             merged["suites"][name] = suite
         for key, value in view.items():

@@ -83,6 +83,16 @@ class KafkaConfig(BaseModel):
     checkpoint_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     checkpoint_topic_partitions: int = Field(default=1, gt=0)
 
+    # Dead letters keep at most this many bytes of the rejected record (plus its length and
+    # sha256), so a dead letter always fits the producer's 1 MiB request size.
+    dead_letter_max_raw_bytes: int = Field(default=64 * 1024, ge=0, le=512 * 1024)
+    # At first start, give up (one-line error, non-zero exit) if no broker answers in this time.
+    startup_timeout_seconds: float = Field(default=60.0, gt=0)
+    # On SIGTERM: the final output flush, checkpoint, offset commit and closes share this
+    # budget (Kubernetes' default grace period is 30 s); what the broker cannot take in time
+    # is left to the next owner, which restores the previous checkpoint.
+    shutdown_timeout_seconds: float = Field(default=4.0, gt=0, le=60)
+
     batch_size: int = Field(default=2000, gt=0)
     # Decode records in a child process (consumers/kafka/fetcher.py), pipelined with processing
     fetch_process: bool = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -59,7 +60,9 @@ def test_corrupt_stream_is_an_error() -> None:
 def echo() -> Iterator[FetchProcess]:
     """A FetchProcess whose 'child' is ``cat``: frames written to it come back."""
     fp = FetchProcess.__new__(FetchProcess)
-    fp._proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    fp._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by fp.close())
+    fp._proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=fp._stderr)
     fp.epoch = 2
     fp._buf = bytearray()
     fp.highwaters = {}
@@ -94,6 +97,22 @@ def test_a_dead_child_is_an_error(echo: FetchProcess) -> None:
     with pytest.raises(CertmonError, match="exited"):
         for _ in range(50):
             echo.poll(0.1)
+
+
+def test_a_dead_childs_reason_is_in_the_error() -> None:
+    fp = FetchProcess.__new__(FetchProcess)
+    fp._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by fp.close())
+    fp._proc = subprocess.Popen(  # a child that fails as a missing codec library did
+        [sys.executable, "-c", "import sys; print('noise', file=sys.stderr); "
+         "sys.exit('certmon fetch process failed: UnsupportedCodecError: no lz4')"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fp._stderr)
+    fp.epoch, fp._buf, fp.highwaters = 1, bytearray(), {}
+    try:
+        with pytest.raises(CertmonError, match=r"exited \(code 1\): .*UnsupportedCodecError"):
+            for _ in range(50):
+                fp.poll(0.1)
+    finally:
+        fp.close()
 
 
 def test_child_exits_when_its_parent_goes_away() -> None:

@@ -313,3 +313,72 @@ def test_runner_rewinds_to_checkpoint_when_outputs_fail(tmp_path: Path) -> None:
     assert not runner.ready()
     assert runner.state_view() == before  # back to the last durable checkpoint
     assert consumer.seeks[tp0] == 6
+
+
+class SizeLimitedProducer(FakeProducer):
+    """Refuses (record-level, for good) every value above ``limit`` bytes, as the broker does."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+             headers: Any = None, partition: int | None = None) -> _Future:  # fmt: skip
+        from kafka.errors import MessageSizeTooLargeError
+
+        if value is not None and len(value) > self.limit:
+            return _Future(MessageSizeTooLargeError(f"{len(value)} bytes"))
+        self.sent.append({"topic": topic, "key": key, "value": value})
+        return _Future()
+
+
+def test_a_record_refused_for_good_becomes_a_small_dead_letter_not_a_rewind() -> None:
+    from consumers.kafka.sinks import KafkaOutputs
+    from monitor.config.kafka import KafkaTopics
+
+    registry = CollectorRegistry()
+    producer = SizeLimitedProducer(limit=400)
+    outputs = KafkaOutputs(KafkaConfig(topics=KafkaTopics()), registry, producer=producer)  # type: ignore[arg-type]
+    outputs.alerts.emit({"id": "big", "suite": "s1", "pad": "x" * 1000})
+    outputs.alerts.emit({"id": "ok", "suite": "s1"})
+    outputs.dead_letters.emit({"reason": "oversized", "raw": "y" * 1000})
+    outputs.alerts.flush()  # no ProduceError: the stream goes on
+    outputs.dead_letters.flush()
+    sent = [(s["topic"], json.loads(s["value"])) for s in producer.sent]
+    assert ("certmon.alerts.v1", {"id": "ok", "suite": "s1"}) in sent
+    stand_ins = [d for t, d in sent if t == "certmon.dead-letters.v1"]
+    assert sorted((d["topic"], d["reason"]) for d in stand_ins) == [
+        ("certmon.alerts.v1", "undeliverable_output"),
+        ("certmon.dead-letters.v1", "undeliverable_output")]  # fmt: skip
+    big = next(d for d in stand_ins if d["topic"] == "certmon.alerts.v1")
+    assert big["id"] == "big" and big["bytes"] > 1000 and len(big["sha256"]) == 64
+    assert "MessageSizeTooLarge" in big["detail"]
+    for topic in ("certmon.alerts.v1", "certmon.dead-letters.v1"):
+        assert registry.get_sample_value("certmon_kafka_undeliverable_records_total",
+                                         {"topic": topic}) == 1  # fmt: skip
+
+
+def test_a_suite_on_a_second_partition_is_fenced_and_dead_lettered(tmp_path: Path) -> None:
+    runner, consumer, sinks = _runner(tmp_path)
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    consumer.assigned = {tp0, tp1}
+    runner._on_assigned([tp0, tp1])
+    runner._ready = True
+    runner._process({tp0: _records(0, 5)})  # partition 0 owns "qa"
+    other = [Rec(0, _event(100, suite="ops")), Rec(1, _event(101, suite="qa"))]
+    consumer.seeks.clear()
+    runner._process({tp1: other})  # "qa" on partition 1: detected, partition 1 rewound
+    assert consumer.seeks == {tp1: "beginning"}
+    assert not runner.ready()
+    assert runner._workers[1].engine.suites == {}
+    runner._process({tp1: [*other, Rec(2, _event(102, suite="ops"))]})  # re-read: screened
+    dead = [d for d in sinks["dead_letters"].records if d["reason"] == "suite_partition_conflict"]
+    assert [d["source"]["offset"] for d in dead] == [1]
+    assert "owned by partition 0" in dead[0]["detail"]
+    assert sorted(runner._workers[1].engine.suites) == ["ops"]
+    assert runner._workers[1].offsets == {TOPIC: 3}
+    assert runner.registry.get_sample_value("certmon_kafka_suite_partition_conflicts_total",
+                                            {"suite": "qa"}) == 1  # fmt: skip
+    # both partitions' checkpoints restored holding "qa": a scrape still answers
+    runner._workers[1].engine.process(_event(103, suite="qa"))
+    assert "qa" in runner.state_view()["suites"]

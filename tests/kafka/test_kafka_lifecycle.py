@@ -1,0 +1,94 @@
+"""Lifecycle: SIGTERM during an outage, first start without a broker, --state-out."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.kafka.kafka_harness import (
+    _CLI,
+    CONFIG_TEMPLATE,
+    REPO,
+    KafkaSetup,
+    comparable,
+    make_events,
+    replay_reference,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:  # bound then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(tmp: Path, bs: str, prefix: str, **extra: object) -> Path:
+    text = CONFIG_TEMPLATE.format(bs=bs, prefix=prefix, every=100, every_seconds=0.5,
+                                  partitions=2, poll_ms=200, metrics="false", fetch="true",
+                                  extra_topics="")  # fmt: skip
+    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in extra.items())
+    path = tmp / "certmon.toml"
+    path.write_text(text.replace("bootstrap_timeout_ms = 3000\n",
+                                 "bootstrap_timeout_ms = 3000\n" + lines))
+    return path
+
+
+def _certmon(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", _CLI, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def test_first_start_without_a_broker_exits_with_one_line(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, f"127.0.0.1:{_dead_port()}", "nobroker", startup_timeout_seconds=3)
+    t0 = time.monotonic()
+    proc = _certmon("run", "--config", str(cfg))
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == 2
+    last = err.decode().strip().splitlines()[-1]
+    assert last.startswith("certmon: error: cannot reach Kafka at 127.0.0.1:"), err.decode()
+    assert "startup_timeout_seconds" in last
+    assert took < 30, took
+
+
+def test_sigterm_while_the_broker_is_unreachable_ends_within_5s(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, f"127.0.0.1:{_dead_port()}", "outage", startup_timeout_seconds=120)
+    proc = _certmon("run", "--config", str(cfg), "--state-out", str(tmp_path / "STATE.json"))
+    time.sleep(4.0)  # inside the retry loop / a blocking bootstrap
+    assert proc.poll() is None
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert took < 5.0, f"SIGTERM took {took:.1f} s"
+    assert json.loads((tmp_path / "STATE.json").read_text()) == {"suites": {}}
+
+
+def test_state_out_with_the_kafka_source(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=2, every=200)
+    records = make_events(800, seed=31)
+    ref = replay_reference(setup, records)
+    setup.produce(records)
+    out = tmp_path / "kafka-STATE.json"
+    proc = _certmon("run", "--config", str(setup.config_path), "--state-out", str(out))
+    setup.wait_caught_up(timeout=60)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert time.monotonic() - t0 < 5.0
+    state = json.loads(out.read_text())
+    assert state["counters"]["events_in"] == len(records)
+    assert comparable(state) == comparable(ref["state"])
