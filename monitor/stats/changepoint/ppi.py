@@ -24,7 +24,7 @@ from monitor.stats.changepoint.detector import (
     RiskIncreaseDetector,
 )
 
-__all__ = ["PPIRiskDetector", "plugin_rho", "ppi_views_batch"]
+__all__ = ["PPIRiskDetector", "plugin_rho", "plugin_rho_float", "ppi_views_batch"]
 
 _PPI_KIND = "certmon.PPIRiskDetector"
 
@@ -39,6 +39,27 @@ def plugin_rho(m: FloatArray, prior_n: float, rho_max: float) -> FloatArray:
     ok = (n > 0.0) & (den > 1e-12)
     r = np.where(ok, cov / np.where(ok, den, 1.0) * n / (n + prior_n), 0.0)
     return np.asarray(np.clip(r, 0.0, rho_max), dtype=np.float64)
+
+
+def plugin_rho_float(m: Sequence[float], prior_n: float, rho_max: float) -> float:
+    """:func:`plugin_rho` of one moment vector, on plain floats (same steps).
+
+    Examples
+    --------
+    >>> m = [4.0, 1.0, 1.0, 0.4, 1.0, 1.0, 0.1]
+    >>> plugin_rho_float(m, 50.0, 1.0) == float(plugin_rho(np.array(m), 50.0, 1.0))
+    True
+    """
+    n = m[0]
+    if not n > 0.0:
+        return 0.0
+    ml, mf, mb = m[1] / n, m[2] / n, m[3] / n
+    cov = m[4] / n - ml * mf
+    den = (m[5] / n - mf * mf) + (m[6] / n - mb * mb)
+    if not den > 1e-12:
+        return 0.0
+    r = cov / den * n / (n + prior_n)
+    return min(max(r, 0.0), rho_max)
 
 
 def ppi_views_batch(
@@ -206,7 +227,7 @@ class PPIRiskDetector:
         """Reliance ``rho`` for the NEXT round (predictable)."""
         if not isinstance(self._rho, str):
             return self._rho
-        return float(plugin_rho(np.array(self._m), self._prior_n, self._rho_max))
+        return plugin_rho_float(self._m, self._prior_n, self._rho_max)
 
     @property
     def detector(self) -> RiskIncreaseDetector:
