@@ -426,7 +426,8 @@ def test_state_view_contract_keys() -> None:
     suite = view["suites"]["qa"]
     assert set(suite) == {"models", "multiplicity", "family_size"}
     mv = suite["models"]["m"]
-    assert set(mv) == {"counts", "certificates", "judge_bias", "pending_units", "orphan_labels"}
+    assert set(mv) == {"counts", "certificates", "judge_bias", "pending_units", "orphan_labels",
+                       "judge_drift"}
     assert set(mv["counts"]) == {"judge", "labels", "rounds", "unsolicited_labels", "duplicates",
                                  "rejected", "label_requests", "expired_pending",
                                  "expired_orphans"}

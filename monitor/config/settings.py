@@ -122,6 +122,13 @@ class SuiteConfig(_Section):
     dedupe_max_ids: _PosInt = 100_000
     dedupe_ttl_seconds: _PosFloat = 86400.0
     max_round_units: _PosInt = 200_000
+    # judge drift: two-sided e-detectors on the judge's bias (human - judge loss) and on its
+    # disagreement rate, each against a band frozen after a warm-up of labelled rounds; false
+    # alarms at most judge_drift_false_alarm per judge_drift_horizon rounds (split between them)
+    judge_drift: bool = True
+    judge_drift_warmup: Annotated[int, Field(ge=10)] = 500
+    judge_drift_false_alarm: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
+    judge_drift_horizon: _PosInt = 4500
     certificates: list[CertificateConfig] = []
     strata: StrataConfig | None = None
     # Best-model selection (PULSE): mode = "selection" + [suites.selection]; None = monitor.

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
 from monitor.state.epochs import CertificateEpochs
+from monitor.state.judge_drift import JudgeDrift
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
@@ -143,6 +144,7 @@ class ModelState:
     groups: dict[str, CertificateGroup] = field(default_factory=dict)
     # epochs and change detectors, one per certificate
     epochs: dict[str, CertificateEpochs] = field(default_factory=dict)
+    judge: JudgeDrift | None = None  # judge-drift detectors (None when turned off)
 
     @classmethod
     def new(
@@ -150,6 +152,7 @@ class ModelState:
         name: str,
         certificates: Sequence[CertificateConfig],
         threshold_delta: Callable[[CertificateConfig], float],
+        judge: JudgeDrift | None = None,
     ) -> ModelState:
         """Fresh state with one monitor per certificate x method."""
         groups = {c.name: build_group(c, threshold_delta(c)) for c in certificates}
@@ -159,7 +162,7 @@ class ModelState:
         epochs = {c.name: CertificateEpochs.new(c.alpha, c.detector_threshold)
                   for c in certificates}
         return cls(name, monitors, {k: EffectiveStatus() for k in monitors}, groups=groups,
-                   epochs=epochs)
+                   epochs=epochs, judge=judge)
 
     def new_epoch(self, cert: CertificateConfig, threshold_delta: float, reason: str,
                   ts: float | None) -> None:
@@ -190,6 +193,8 @@ class ModelState:
             group.update(human, judge, mean)
         for ep in self.epochs.values():
             ep.update(human, judge, mean)
+        if self.judge is not None:
+            self.judge.update(human, judge)
         self.counts["rounds"] += 1
         self.bias_sum += judge - human
 
@@ -212,6 +217,7 @@ class ModelState:
             "groups": [[c, g.to_state()] for c, g in self.groups.items()],
             "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
             "epochs": [[c, e.to_dict()] for c, e in self.epochs.items()],
+            "judge_drift": None if self.judge is None else self.judge.to_dict(),
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
         }
 
@@ -234,6 +240,7 @@ class ModelState:
             int(d["orphan_labels"]),
             groups=groups,
             epochs={str(c): CertificateEpochs.from_dict(e) for c, e in d["epochs"]},
+            judge=None if d["judge_drift"] is None else JudgeDrift.from_dict(d["judge_drift"]),
         )
 
 

@@ -68,6 +68,7 @@ from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
+from monitor.state.judge_drift import JudgeDrift
 from monitor.state.model import ModelState
 from monitor.state.strata import UNIFORM, StrataSpec, StrataState
 from monitor.state.views import alert_evidence, model_view
@@ -132,7 +133,10 @@ class SuiteState:
                 self.models[pattern] = self._new_model(pattern)
 
     def _new_model(self, name: str) -> ModelState:
-        m = ModelState.new(name, self._certs, self.threshold_delta)
+        c = self.config
+        judge = (JudgeDrift.new(c.judge_drift_warmup, c.judge_drift_false_alarm,
+                                c.judge_drift_horizon) if c.judge_drift else None)
+        m = ModelState.new(name, self._certs, self.threshold_delta, judge)
         if self._strata is not None:
             m.strata = StrataState(self._strata)
         return m
@@ -430,6 +434,19 @@ class SuiteState:
                                          primary, rounds, ts, evidence))
             model.new_epoch(cert, self.threshold_delta(cert), kind,
                             ts if math.isfinite(ts) else None)
+        judge = model.judge
+        drift = None if judge is None else judge.alarm()
+        if judge is not None and drift is not None and self._certs:
+            cert = self._certs[0]
+            rounds = model.counts["rounds"]
+            drift["change_round"] = (None if drift["change_round_in_watch"] is None else
+                                     rounds - drift["rounds_watched"]
+                                     + drift["change_round_in_watch"])
+            alerts.append(make_alert("judge_drift", self.name, model.name, cert.name, "judge",
+                                     rounds, ts, drift))
+            judge.restart()
+            for ep in model.epochs.values():
+                ep.restart_reliance()
         if renewed and self._family_rule:
             self._refresh(None, ts, alerts)
 

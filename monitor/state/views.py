@@ -82,5 +82,6 @@ def model_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dict
         "pending_units": m.pending_units,
         "orphan_labels": m.orphan_labels,
         "certificates": certs,
+        "judge_drift": None if m.judge is None else m.judge.view(),
         **({} if m.strata is None else {"strata": m.strata.view()}),
     }
