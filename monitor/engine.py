@@ -53,6 +53,12 @@ from monitor.events import (
     decode_event,
     peek_route,
 )
+from monitor.state.restore_checks import (
+    RefusedState,
+    check_counts,
+    check_restored_suite,
+    check_suite_dict,
+)
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 
@@ -329,8 +335,9 @@ class Engine:
         ------
         CheckpointError
             The snapshot is not an engine snapshot, was written with a different suites
-            configuration, or is malformed. Nothing is half-loaded: a new engine is built
-            and returned only on success.
+            configuration or different certificate parameters, holds a value out of range
+            (see :mod:`monitor.state.restore_checks`), or is malformed. Nothing is
+            half-loaded: a new engine is built and returned only on success.
         """
         if snapshot.get("kind") != _SNAPSHOT_KIND or snapshot.get("version") != 1:
             raise CheckpointError(
@@ -345,6 +352,7 @@ class Engine:
             )
         try:
             c = snapshot["counters"]
+            check_counts(c, "counters")
             eng.events_in = int(c["events_in"])
             eng.unrouted = int(c["unrouted"])
             eng.label_requests = int(c["label_requests"])
@@ -355,8 +363,14 @@ class Engine:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
-                eng._suites[str(sd["name"])] = SuiteState.from_dict(cfg, sd)
+                # configuration plus state: checked against the config before use
+                check_suite_dict(cfg, sd, SuiteState(str(sd["name"]), cfg).threshold_delta)
+                suite = SuiteState.from_dict(cfg, sd)
+                check_restored_suite(cfg.multiplicity, suite.models)
+                eng._suites[str(sd["name"])] = suite
             eng._selection.restore(snapshot.get("selection", []))
+        except RefusedState as exc:
+            raise CheckpointError(f"checkpoint refused: {exc}") from None
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise CheckpointError(
                 f"checkpoint is corrupt: malformed engine state ({exc!r})"
