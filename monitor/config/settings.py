@@ -207,11 +207,28 @@ class CheckpointConfig(_Section):
 
 
 class MetricsConfig(_Section):
-    """Prometheus endpoint."""
+    """Prometheus endpoint (``monitor.metrics.server``; see ``SECURITY.md``).
+
+    ``host`` defaults to the loopback interface: containers set ``"0.0.0.0"`` explicitly.
+    ``workers`` threads answer at most ``max_connections`` connections at once (more are
+    closed at once); a connection idle for ``idle_timeout`` seconds is closed; ``/metrics``
+    is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
+    scrapers. TLS with ``tls_cert_file``/``tls_key_file``; basic auth with
+    ``basic_auth_username`` and a password from ``basic_auth_password_file`` or the
+    ``CERTMON_METRICS_PASSWORD`` environment variable (never from the config file).
+    """
 
     enabled: bool = True
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 9108
+    workers: Annotated[int, Field(ge=1, le=64)] = 2
+    max_connections: Annotated[int, Field(ge=1, le=1024)] = 16
+    idle_timeout: _PosFloat = 5.0
+    min_scrape_interval: Annotated[float, Field(ge=0.0)] = 1.0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    basic_auth_username: str | None = None
+    basic_auth_password_file: str | None = None
 
 
 class AlertmanagerConfig(_Section):
