@@ -241,6 +241,11 @@ class AlertmanagerConfig(_Section):
     grafana_url: str | None = None
     resend_seconds: _PosFloat = 60.0
     timeout: _PosFloat = 5.0
+    # authentication as Prometheus configures it: basic auth or a bearer token, secrets
+    # from a file or the environment (CERTMON_ALERTMANAGER_PASSWORD / _BEARER_TOKEN) only
+    basic_auth_username: str | None = None
+    basic_auth_password_file: str | None = None
+    bearer_token_file: str | None = None
 
 
 class SinksConfig(_Section):
@@ -347,14 +352,25 @@ def apply_override(doc: dict[str, Any], override: str) -> None:
             raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")
 
 
+def _secret(loc: str) -> bool:
+    """Whether a setting's value must never appear in a message.
+
+    Examples
+    --------
+    >>> _secret("kafka.sasl_plain_password"), _secret("metrics.port")
+    (True, False)
+    """
+    return any(w in loc.lower() for w in ("password", "secret", "token", "key"))
+
+
 def _format_errors(exc: ValidationError) -> str:
     parts = []
     for e in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in e["loc"]) or "<root>"
         msg = str(e["msg"]).removeprefix("Value error, ")
         got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
-        if e["type"] == "value_error" or isinstance(e.get("input"), dict):
-            got = ""
+        if e["type"] == "value_error" or isinstance(e.get("input"), dict) or _secret(loc):
+            got = ""  # a secret is never echoed, even a mistyped one
         parts.append(f"{loc}: {msg}{got}")
     return "; ".join(parts)
 
