@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -106,7 +107,9 @@ def config_fingerprint(config: CertmonConfig) -> str:
     >>> a == config_fingerprint(parse_config(base, ["suites.0.audit_rate=0.2"]))
     False
     """
-    doc = config.model_dump(mode="json", include={"suites", "events"})
+    # the event-time bound only decides what is dead-lettered: tunable across a restart
+    doc = config.model_dump(mode="json", include={"suites", "events"},
+                            exclude={"events": {"max_ts_jump_seconds"}})
     return sha256(canonical_json(doc).encode("ascii")).hexdigest()
 
 
@@ -130,6 +133,7 @@ class Engine:
     def __init__(self, config: CertmonConfig) -> None:
         self.config = config
         self._max_bytes = config.events.max_bytes
+        self._max_jump = config.events.max_ts_jump_seconds
         self._suites: dict[str, SuiteState] = {}
         self._fingerprint = config_fingerprint(config)
         self._selection = SelectionSuites(config)  # mode = "selection" suites
@@ -240,6 +244,13 @@ class Engine:
             self._reject(ev, raw, alerts)
             return ev
         suite = self._suites.get(ev.suite) or self._suite(ev.suite)
+        if (suite is not None and ev.ts - suite.watermark > self._max_jump
+                and suite.watermark != -math.inf):  # the first event sets the event time
+            rej = Rejection("implausible_ts", f"ts {ev.ts!r} is more than "
+                            f"{self._max_jump:g} s ahead of suite {ev.suite!r} event time "
+                            f"{suite.watermark!r} (events.max_ts_jump_seconds)")
+            self._reject(rej, raw, alerts)
+            return rej
         if suite is None:
             if not self._selection.owns(ev.suite):
                 self.unrouted += 1
@@ -356,7 +367,7 @@ class Engine:
             eng.events_in = int(c["events_in"])
             eng.unrouted = int(c["unrouted"])
             eng.label_requests = int(c["label_requests"])
-            eng.rejected = {k: int(c["rejected"][k]) for k in REJECTION_REASONS}
+            eng.rejected = {k: int(c["rejected"].get(k, 0)) for k in REJECTION_REASONS}
             eng.duplicates = {k: int(c["duplicates"][k]) for k in DUPLICATE_REASONS}
             eng.alerts = {k: int(c["alerts"][k]) for k in ALERT_KINDS}
             for sd in snapshot["suites"]:

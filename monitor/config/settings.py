@@ -284,9 +284,16 @@ class SourceConfig(_Section):
 
 
 class EventsConfig(_Section):
-    """Event validation limits."""
+    """Event validation limits.
+
+    ``max_ts_jump_seconds``: an event stamped more than this ahead of its suite's event
+    time (the largest ``ts`` seen) is dead-lettered as ``implausible_ts`` instead of moving
+    the event time, so one bad clock or forged event cannot expire every pending join.
+    Raise it if an honest suite can be silent for longer.
+    """
 
     max_bytes: _PosInt = 64 * 1024
+    max_ts_jump_seconds: _PosFloat = 30 * 86400.0
 
 
 class CertmonConfig(_Section):
