@@ -26,7 +26,7 @@ from consumers.files import FileSource
 from consumers.progress import Ticker, inspect_lines, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
-from monitor.checkpoint import LocalDirectoryStore
+from monitor.checkpoint import LocalDirectoryStore, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError, ConfigError
 from monitor.simulate import DEFAULT_MODELS, SimModel, SimStratum, SimulationSpec, iter_jsonl
@@ -74,7 +74,8 @@ def _load(args: argparse.Namespace) -> CertmonConfig:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Offline, deterministic replay of a JSONL file into STATE.json."""
     config = _load(args)
-    store = LocalDirectoryStore(args.checkpoint_dir) if args.checkpoint_dir else None
+    store = (secured_store(LocalDirectoryStore(args.checkpoint_dir), os.environ)
+             if args.checkpoint_dir else None)
     input_id = "-" if args.input == "-" else os.path.abspath(args.input)
     probe = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store)
     start = probe.restore()
@@ -146,9 +147,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.state_out:
             write_state(args.state_out, view if view is not None else {"suites": {}})
         return 0
-    from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
+    from monitor.metrics import (
+        OperationalMetrics,
+        StateCollector,
+        limits_from_config,
+        serve_metrics,
+        stop_metrics,
+    )
 
-    store = LocalDirectoryStore(config.checkpoint.dir) if config.checkpoint.dir else None
+    store = (secured_store(LocalDirectoryStore(config.checkpoint.dir), os.environ)
+             if config.checkpoint.dir else None)
     registry = CollectorRegistry()
     ops = OperationalMetrics(registry)
     probe = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store)
@@ -167,14 +175,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.metrics.enabled:
         try:
             server = serve_metrics(
-                registry, config.metrics.host, config.metrics.port, lambda: runner.ready
+                registry, config.metrics.host, config.metrics.port, lambda: runner.ready,
+                limits_from_config(config.metrics, dict(os.environ)),
             )
-        except OSError as exc:
+        except CertmonError:  # one line naming host and port, the same for every source
             outputs.close()
-            raise CertmonError(
-                f"cannot serve metrics on {config.metrics.host}:{config.metrics.port}: "
-                f"{exc.strerror or exc} (set metrics.port or metrics.enabled=false)"
-            ) from None
+            raise
         print(f"certmon: metrics on http://{config.metrics.host}:{server[0].server_port}/metrics",
               file=sys.stderr)
     path = "-" if config.source.kind == "stdin" else os.path.abspath(str(config.source.path))

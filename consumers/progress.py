@@ -284,7 +284,7 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
         port = args.port if args.port is not None else config.metrics.port
         try:
             server = serve_metrics(registry, host, port, lambda: runner.ready)
-        except OSError:
+        except CertmonError:
             server = serve_metrics(registry, host, 0, lambda: runner.ready)
             print(f"port {port} is busy; using port {server[0].server_port} instead", file=out)
         print(f"metrics: http://{host}:{server[0].server_port}/metrics", file=out)

@@ -4,12 +4,21 @@ Format (version 1)::
 
     {"format": "certmon.checkpoint", "version": 1, "position": {...},
      "engine": <Engine.snapshot()>, "written_at": <epoch seconds>,
-     "sha256": <hex SHA-256 of the canonical JSON of all the other keys>}
+     "sha256": <hex SHA-256 of the canonical JSON of all the other keys>,
+     "hmac": <optional: hex HMAC-SHA256 of the same canonical JSON>}
 
 Canonical JSON = ``json.dumps(obj, sort_keys=True, separators=(",", ":"),
 ensure_ascii=True)``. Floats are written with ``repr`` precision, so they round-trip
 exactly. :func:`decode_checkpoint` refuses anything corrupt or of another version with a
-:class:`~monitor.errors.CheckpointError`; nothing is ever half-loaded.
+:class:`~monitor.errors.CheckpointError`; nothing is ever half-loaded. ``NaN`` and
+``Infinity`` are never written and refused on reading.
+
+The sha256 detects accidents, not forgery: anyone who can write the store can recompute
+it. With ``CERTMON_CHECKPOINT_KEY`` (or ``CERTMON_CHECKPOINT_KEY_FILE``) set,
+:func:`secured_store` signs every checkpoint with HMAC-SHA256 and refuses any checkpoint
+without a valid MAC (recommended for the Kafka checkpoint topic; see ``SECURITY.md``).
+Whatever the store holds, :meth:`monitor.engine.Engine.restore` takes the certificate
+parameters from the configuration and range-checks every value.
 
 Examples
 --------
@@ -24,11 +33,13 @@ monitor.errors.CheckpointError: checkpoint is corrupt: sha256 mismatch (modified
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Mapping
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -38,18 +49,27 @@ from monitor.errors import CheckpointError
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
+    "KEY_ENV",
+    "KEY_FILE_ENV",
+    "AuthenticatedStore",
     "CheckpointStore",
     "LocalDirectoryStore",
     "Position",
     "atomic_write",
     "canonical_json",
+    "checkpoint_key",
     "decode_checkpoint",
     "encode_checkpoint",
+    "secured_store",
+    "sign_checkpoint",
+    "verify_checkpoint",
 ]
 
 CHECKPOINT_FORMAT: Final = "certmon.checkpoint"
 CHECKPOINT_VERSION: Final = 1
 Position = dict[str, Any]
+KEY_ENV: Final = "CERTMON_CHECKPOINT_KEY"
+KEY_FILE_ENV: Final = "CERTMON_CHECKPOINT_KEY_FILE"
 
 
 def canonical_json(obj: Any) -> str:
@@ -63,9 +83,24 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+def _signed_part(doc: dict[str, Any]) -> bytes:
+    rest = {k: v for k, v in doc.items() if k not in ("sha256", "hmac")}
+    return canonical_json(rest).encode("ascii")
+
+
 def _digest(doc: dict[str, Any]) -> str:
-    rest = {k: v for k, v in doc.items() if k != "sha256"}
-    return sha256(canonical_json(rest).encode("ascii")).hexdigest()
+    return sha256(_signed_part(doc)).hexdigest()
+
+
+def _no_constant(name: str) -> Any:
+    raise CheckpointError(f"checkpoint refused: non-finite number {name} (never written)")
+
+
+def _parse(data: bytes) -> Any:
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"checkpoint is corrupt: not valid JSON ({exc})") from None
 
 
 def encode_checkpoint(
@@ -86,7 +121,12 @@ def encode_checkpoint(
         "written_at": time.time() if written_at is None else written_at,
     }
     doc["sha256"] = _digest(doc)
-    return canonical_json(doc).encode("ascii")
+    try:  # a non-finite number would make a checkpoint that cannot be restored
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          allow_nan=False)
+    except ValueError as exc:
+        raise CheckpointError(f"cannot write checkpoint: {exc}") from None
+    return text.encode("ascii")
 
 
 def decode_checkpoint(data: bytes) -> tuple[dict[str, Any], Position]:
@@ -95,7 +135,8 @@ def decode_checkpoint(data: bytes) -> tuple[dict[str, Any], Position]:
     Raises
     ------
     CheckpointError
-        Not JSON, not a certmon checkpoint, unknown version, or checksum mismatch.
+        Not JSON, not a certmon checkpoint, unknown version, checksum mismatch, or a
+        non-finite number (``NaN``, ``Infinity``: certmon never writes them).
 
     Examples
     --------
@@ -104,10 +145,7 @@ def decode_checkpoint(data: bytes) -> tuple[dict[str, Any], Position]:
     ...
     monitor.errors.CheckpointError: unknown checkpoint version 9 (this certmon reads version 1)
     """
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise CheckpointError(f"checkpoint is corrupt: not valid JSON ({exc})") from None
+    doc = _parse(data)
     if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError("not a certmon checkpoint (missing format 'certmon.checkpoint')")
     version = doc.get("version")
@@ -212,3 +250,134 @@ class LocalDirectoryStore:
             atomic_write(target, data)
         except OSError as exc:
             raise CheckpointError(f"cannot write checkpoint {target}: {exc}") from None
+
+
+def sign_checkpoint(data: bytes, key: bytes) -> bytes:
+    """Add an ``"hmac"`` (HMAC-SHA256 under ``key``) to an encoded checkpoint.
+
+    The MAC covers the same canonical JSON as the sha256 (every key but those two), so
+    :func:`decode_checkpoint` still reads the result.
+
+    Examples
+    --------
+    >>> signed = sign_checkpoint(encode_checkpoint({}, {}, written_at=0.0), b"k")
+    >>> verify_checkpoint(signed, b"k") == signed
+    True
+    >>> decode_checkpoint(signed)
+    ({}, {})
+    """
+    doc = _parse(data)
+    if not isinstance(doc, dict):
+        raise CheckpointError("not a certmon checkpoint")
+    doc["hmac"] = hmac.new(key, _signed_part(doc), "sha256").hexdigest()
+    return canonical_json(doc).encode("ascii")
+
+
+def verify_checkpoint(data: bytes, key: bytes) -> bytes:
+    """Return ``data`` if its ``"hmac"`` is valid under ``key``; raise otherwise.
+
+    Raises
+    ------
+    CheckpointError
+        Unsigned, or signed with another key, or modified after signing.
+
+    Examples
+    --------
+    >>> verify_checkpoint(encode_checkpoint({}, {}, written_at=0.0), b"k")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    monitor.errors.CheckpointError: checkpoint refused: not authenticated (no hmac) ...
+    """
+    doc = _parse(data)
+    mac = doc.get("hmac") if isinstance(doc, dict) else None
+    if not isinstance(mac, str):
+        raise CheckpointError(
+            f"checkpoint refused: not authenticated (no hmac) while {KEY_ENV}(_FILE) is set")
+    want = hmac.new(key, _signed_part(doc), "sha256").hexdigest()
+    if not hmac.compare_digest(mac, want):
+        raise CheckpointError(
+            "checkpoint refused: hmac mismatch (forged, modified, or written with another key)")
+    return data
+
+
+def checkpoint_key(environ: Mapping[str, str]) -> bytes | None:
+    """Return the checkpoint key from ``CERTMON_CHECKPOINT_KEY`` or ``..._KEY_FILE``.
+
+    The file's content is used with surrounding whitespace stripped. None when neither is
+    set (checkpoints are then only checksummed).
+
+    Raises
+    ------
+    CheckpointError
+        Both set, the file unreadable, or the key empty (the key itself is never printed).
+
+    Examples
+    --------
+    >>> checkpoint_key({}) is None, checkpoint_key({"CERTMON_CHECKPOINT_KEY": "s3cret"})
+    (True, b's3cret')
+    """
+    value, path = environ.get(KEY_ENV), environ.get(KEY_FILE_ENV)
+    if value is not None and path is not None:
+        raise CheckpointError(f"set {KEY_ENV} or {KEY_FILE_ENV}, not both")
+    if path is not None:
+        try:
+            value = Path(path).read_text().strip()
+        except OSError as exc:
+            raise CheckpointError(f"cannot read {KEY_FILE_ENV} ({exc.strerror})") from None
+    if value is None:
+        return None
+    if not value:
+        raise CheckpointError(f"the checkpoint key ({KEY_ENV}/{KEY_FILE_ENV}) is empty")
+    return value.encode()
+
+
+class AuthenticatedStore:
+    """A :class:`CheckpointStore` that signs what it saves and refuses unsigned loads.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> inner = LocalDirectoryStore(tempfile.mkdtemp())
+    >>> store = AuthenticatedStore(inner, b"key")
+    >>> store.save("k", encode_checkpoint({}, {}, written_at=0.0))
+    >>> decode_checkpoint(store.load("k"))
+    ({}, {})
+    >>> AuthenticatedStore(inner, b"other").load("k")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    monitor.errors.CheckpointError: checkpoint refused: hmac mismatch ...
+
+    Notes
+    -----
+    Guarantee: without the key nobody who can write the store (the checkpoint directory,
+    the checkpoint topic) can make certmon load a state it did not write itself.
+    """
+
+    def __init__(self, inner: CheckpointStore, key: bytes) -> None:
+        self.inner = inner
+        self._key = key
+
+    def load(self, key: str) -> bytes | None:
+        """Load and verify the checkpoint of ``key``."""
+        data = self.inner.load(key)
+        return None if data is None else verify_checkpoint(data, self._key)
+
+    def save(self, key: str, data: bytes) -> None:
+        """Sign and save the checkpoint of ``key``."""
+        self.inner.save(key, sign_checkpoint(data, self._key))
+
+
+def secured_store(store: CheckpointStore, environ: Mapping[str, str]) -> CheckpointStore:
+    """``store`` wrapped in :class:`AuthenticatedStore` when a checkpoint key is configured.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> inner = LocalDirectoryStore(tempfile.mkdtemp())
+    >>> secured_store(inner, {}) is inner
+    True
+    >>> type(secured_store(inner, {"CERTMON_CHECKPOINT_KEY": "k"})).__name__
+    'AuthenticatedStore'
+    """
+    key = checkpoint_key(environ)
+    return store if key is None else AuthenticatedStore(store, key)

@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -52,6 +53,12 @@ from monitor.events import (
     dead_letter_record,
     decode_event,
     peek_route,
+)
+from monitor.state.restore_checks import (
+    RefusedState,
+    check_counts,
+    check_restored_suite,
+    check_suite_dict,
 )
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
@@ -100,7 +107,9 @@ def config_fingerprint(config: CertmonConfig) -> str:
     >>> a == config_fingerprint(parse_config(base, ["suites.0.audit_rate=0.2"]))
     False
     """
-    doc = config.model_dump(mode="json", include={"suites", "events"})
+    # the event-time bound only decides what is dead-lettered: tunable across a restart
+    doc = config.model_dump(mode="json", include={"suites", "events"},
+                            exclude={"events": {"max_ts_jump_seconds"}})
     return sha256(canonical_json(doc).encode("ascii")).hexdigest()
 
 
@@ -124,6 +133,7 @@ class Engine:
     def __init__(self, config: CertmonConfig) -> None:
         self.config = config
         self._max_bytes = config.events.max_bytes
+        self._max_jump = config.events.max_ts_jump_seconds
         self._suites: dict[str, SuiteState] = {}
         self._fingerprint = config_fingerprint(config)
         self._selection = SelectionSuites(config)  # mode = "selection" suites
@@ -234,6 +244,13 @@ class Engine:
             self._reject(ev, raw, alerts)
             return ev
         suite = self._suites.get(ev.suite) or self._suite(ev.suite)
+        if (suite is not None and ev.ts - suite.watermark > self._max_jump
+                and suite.watermark != -math.inf):  # the first event sets the event time
+            rej = Rejection("implausible_ts", f"ts {ev.ts!r} is more than "
+                            f"{self._max_jump:g} s ahead of suite {ev.suite!r} event time "
+                            f"{suite.watermark!r} (events.max_ts_jump_seconds)")
+            self._reject(rej, raw, alerts)
+            return rej
         if suite is None:
             if not self._selection.owns(ev.suite):
                 self.unrouted += 1
@@ -329,8 +346,9 @@ class Engine:
         ------
         CheckpointError
             The snapshot is not an engine snapshot, was written with a different suites
-            configuration, or is malformed. Nothing is half-loaded: a new engine is built
-            and returned only on success.
+            configuration or different certificate parameters, holds a value out of range
+            (see :mod:`monitor.state.restore_checks`), or is malformed. Nothing is
+            half-loaded: a new engine is built and returned only on success.
         """
         if snapshot.get("kind") != _SNAPSHOT_KIND or snapshot.get("version") != 1:
             raise CheckpointError(
@@ -345,18 +363,25 @@ class Engine:
             )
         try:
             c = snapshot["counters"]
+            check_counts(c, "counters")
             eng.events_in = int(c["events_in"])
             eng.unrouted = int(c["unrouted"])
             eng.label_requests = int(c["label_requests"])
-            eng.rejected = {k: int(c["rejected"][k]) for k in REJECTION_REASONS}
+            eng.rejected = {k: int(c["rejected"].get(k, 0)) for k in REJECTION_REASONS}
             eng.duplicates = {k: int(c["duplicates"][k]) for k in DUPLICATE_REASONS}
             eng.alerts = {k: int(c["alerts"][k]) for k in ALERT_KINDS}
             for sd in snapshot["suites"]:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
-                eng._suites[str(sd["name"])] = SuiteState.from_dict(cfg, sd)
+                # configuration plus state: checked against the config before use
+                check_suite_dict(cfg, sd, SuiteState(str(sd["name"]), cfg).threshold_delta)
+                suite = SuiteState.from_dict(cfg, sd)
+                check_restored_suite(cfg.multiplicity, suite.models)
+                eng._suites[str(sd["name"])] = suite
             eng._selection.restore(snapshot.get("selection", []))
+        except RefusedState as exc:
+            raise CheckpointError(f"checkpoint refused: {exc}") from None
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise CheckpointError(
                 f"checkpoint is corrupt: malformed engine state ({exc!r})"

@@ -57,6 +57,7 @@ REJECTION_REASONS: Final = (
     "out_of_range",
     "not_finite",
     "invalid_value",
+    "implausible_ts",  # ts too far ahead of the suite's event time (monitor.engine)
 )
 
 _RFC3339 = re.compile(

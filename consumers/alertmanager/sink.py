@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,13 +57,26 @@ class _Target:
     next_attempt_at: float = 0.0
 
 
-def _urllib_transport(url: str, body: bytes, timeout: float) -> int:
+def _urllib_transport(url: str, body: bytes, timeout: float,
+                      headers: Mapping[str, str] | None = None) -> int:
     request = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        url, data=body, method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         status: int = response.status
         return status
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries ``user:password@`` credentials (refused: they would be logged).
+
+    Examples
+    --------
+    >>> has_userinfo("http://u:p@am:9093"), has_userinfo("http://am:9093")
+    (True, False)
+    """
+    return "@" in urllib.parse.urlsplit(url).netloc
 
 
 class AlertmanagerSink:
@@ -162,10 +176,15 @@ class AlertmanagerSink:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         transport: Transport | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         url_list = [urls] if isinstance(urls, str) else list(urls)
         if not url_list or max_attempts < 1 or resend_interval <= 0:
             raise ValueError("need at least one URL, max_attempts >= 1, resend_interval > 0")
+        if any(has_userinfo(u) for u in url_list):
+            raise ValueError("an Alertmanager URL must not hold credentials (user:pass@): "
+                             "use basic_auth_username/basic_auth_password_file or "
+                             "bearer_token_file in [sinks.alertmanager]")
         self._targets = [
             _Target(u.rstrip("/") + "/api/v2/alerts") for u in url_list
         ]
@@ -180,7 +199,9 @@ class AlertmanagerSink:
         self._retention = resolved_retention
         self._extra = dict(extra_labels or {})
         self._clock, self._sleep = clock, sleep
-        self._transport = transport or _urllib_transport
+        auth = dict(headers or {})  # Authorization: never logged
+        self._transport = transport or (
+            lambda url, body, timeout: _urllib_transport(url, body, timeout, auth))
         self._entries: dict[_Key, _Entry] = {}
         self._resolved_seq = 0
         self._lock = threading.RLock()

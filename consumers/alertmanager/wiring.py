@@ -28,10 +28,12 @@ Examples
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from consumers.alertmanager.sink import AlertmanagerSink
+from consumers.alertmanager.sink import AlertmanagerSink, has_userinfo
 from monitor.config import SinksConfig
 from monitor.errors import SinkError
 from monitor.sinks import Sink, open_sink
@@ -41,6 +43,7 @@ __all__ = [
     "FanOutSink",
     "alertmanager_sinks",
     "alertmanager_urls",
+    "auth_headers",
     "open_alert_sink",
     "primary_view",
     "take_over",
@@ -104,9 +107,56 @@ def alertmanager_urls(spec: str) -> list[str]:
     if not urls:
         raise SinkError("alertmanager sink: expected alertmanager:URL[,URL2...]")
     for url in urls:
+        if has_userinfo(url):  # checked first: the URL is then never echoed
+            raise SinkError("alertmanager sink: a URL must not hold credentials (user:pass@); "
+                            "use [sinks.alertmanager] basic_auth_username with "
+                            "basic_auth_password_file, or bearer_token_file")
         if not url.startswith(("http://", "https://")):
             raise SinkError(f"alertmanager sink: {url!r} is not an http(s) URL")
     return urls
+
+
+def auth_headers(settings: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """Return the ``Authorization`` header of ``[sinks.alertmanager]`` (basic or bearer).
+
+    Passwords and tokens come from ``basic_auth_password_file`` / ``bearer_token_file`` or
+    the ``CERTMON_ALERTMANAGER_PASSWORD`` / ``CERTMON_ALERTMANAGER_BEARER_TOKEN``
+    environment variables, never from the config file; errors never print them.
+
+    Raises
+    ------
+    SinkError
+        Both kinds set, a username without a password, or an unreadable file.
+
+    Examples
+    --------
+    >>> from monitor.config import SinksConfig
+    >>> s = SinksConfig().alertmanager
+    >>> auth_headers(s, {"CERTMON_ALERTMANAGER_BEARER_TOKEN": "t0k"})
+    {'Authorization': 'Bearer t0k'}
+    >>> auth_headers(s, {})
+    {}
+    """
+    def secret(path: str | None, env: str) -> str | None:
+        if path:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    return fh.read().strip()
+            except OSError as exc:
+                raise SinkError(f"alertmanager sink: cannot read {path} ({exc.strerror})") from None
+        return environ.get(env) or None
+
+    token = secret(settings.bearer_token_file, "CERTMON_ALERTMANAGER_BEARER_TOKEN")
+    if settings.basic_auth_username:
+        if token:
+            raise SinkError("alertmanager sink: basic auth or a bearer token, not both")
+        password = secret(settings.basic_auth_password_file, "CERTMON_ALERTMANAGER_PASSWORD")
+        if not password:
+            raise SinkError("alertmanager sink: basic_auth_username needs "
+                            "basic_auth_password_file or CERTMON_ALERTMANAGER_PASSWORD")
+        pair = f"{settings.basic_auth_username}:{password}".encode()
+        return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def open_alert_sink(
@@ -149,6 +199,7 @@ def open_alert_sink(
                 alertmanager_urls(spec), grafana_url=settings.grafana_url,
                 resend_interval=settings.resend_seconds, timeout=settings.timeout,
                 blocking_flush=False, max_attempts=3, backoff_max=CLOSE_BACKOFF_MAX,
+                headers=auth_headers(settings, os.environ),
             ))
         elif spec == "kafka":
             if kafka is None:

@@ -42,12 +42,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from consumers.kafka.partitions import Columns
 from monitor.errors import CertmonError
 
-__all__ = ["FetchProcess", "decode_frames", "encode_frame", "group_busy"]
+__all__ = ["FetchProcess", "child_command", "decode_frames", "encode_frame", "group_busy"]
 
 _HEADER = struct.Struct("<4sIIHqI")  # magic, epoch, partition, topic length, high watermark, n
 _MAGIC = b"CMF1"
@@ -114,6 +115,32 @@ def decode_frames(
     return out, pos
 
 
+def child_command() -> tuple[list[str], dict[str, str], str]:
+    """Return ``(argv, env, cwd)`` that start the fetch child isolated from the working directory.
+
+    Notes
+    -----
+    ``python -m`` puts the current directory first on ``sys.path``: a ``json.py`` or
+    ``secrets.py`` planted there (in the image the working directory is the writable
+    checkpoint volume) would run inside the child, which reads the SASL and SSL passwords.
+    The child runs with ``-P`` (no unsafe path entry), from the root directory, with
+    the directory certmon itself was imported from first on ``PYTHONPATH`` (so a source
+    checkout without installation still works) and ``PYTHONSTARTUP``/``PYTHONINSPECT``
+    removed. Relative ``PYTHONPATH`` entries resolve against ``/``, not the volume.
+
+    Examples
+    --------
+    >>> argv, env, cwd = child_command()
+    >>> argv[1:], cwd
+    (['-P', '-m', 'consumers.kafka.fetcher'], '/')
+    """
+    code_root = str(Path(__file__).resolve().parents[2])  # holds consumers/ and monitor/
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
+    inherited = env.get("PYTHONPATH")  # the operator's own setting: trusted, kept after ours
+    env["PYTHONPATH"] = code_root + (os.pathsep + inherited if inherited else "")
+    return [sys.executable, "-P", "-m", "consumers.kafka.fetcher"], env, os.path.abspath(os.sep)
+
+
 class FetchProcess:
     """Parent side: start the child, assign partitions, read their records.
 
@@ -131,9 +158,10 @@ class FetchProcess:
         # the child's stderr goes to a file (never a pipe that could fill and block it): its
         # last line is the reason reported when the child exits
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        argv, env, cwd = child_command()
         self._proc = subprocess.Popen(  # our own module, no shell
-            [sys.executable, "-m", "consumers.kafka.fetcher"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+            cwd=cwd,
         )
         if self._proc.stdout is not None:  # room for several batches in flight (Linux)
             with contextlib.suppress(OSError):

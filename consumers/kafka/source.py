@@ -23,6 +23,7 @@ exactly once in the state; outputs are at-least-once with deterministic alert id
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from consumers.kafka.ownership import new_conflicts, owners, screen
 from consumers.kafka.partitions import Columns, PartitionWorker, process_records
 from consumers.kafka.sinks import KafkaOutputs, ProduceError, dead_letter_record
 from consumers.kafka.state import merge_state_views, partition_key
-from monitor.checkpoint import CheckpointStore
+from monitor.checkpoint import CheckpointStore, LocalDirectoryStore, secured_store
 from monitor.config.kafka import kafka_config_of
 from monitor.errors import CertmonError, CheckpointError, ConfigError
 from monitor.sinks import Sink, open_sink
@@ -167,13 +168,12 @@ class KafkaRunner:
                 )
         if self._store is None:
             if self.kafka.checkpoint_store == "kafka":
-                self._store = KafkaTopicStore(self.kafka)
+                self._store = secured_store(KafkaTopicStore(self.kafka), os.environ)
             else:
-                from monitor.checkpoint import LocalDirectoryStore
-
                 if not self.config.checkpoint.dir:
                     raise ConfigError("kafka.checkpoint_store = 'local' needs checkpoint.dir")
-                self._store = LocalDirectoryStore(self.config.checkpoint.dir)
+                self._store = secured_store(LocalDirectoryStore(self.config.checkpoint.dir),
+                                            os.environ)
         self._consumer = self._make_consumer()
         if self.kafka.fetch_process and self._fetcher is None:
             k = self.kafka
@@ -609,7 +609,13 @@ def run_kafka(
         No broker answered within ``[kafka] startup_timeout_seconds`` at first start.
     """
     from consumers.kafka.logs import configure_json_logging
-    from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
+    from monitor.metrics import (
+        OperationalMetrics,
+        StateCollector,
+        limits_from_config,
+        serve_metrics,
+        stop_metrics,
+    )
 
     configure_json_logging()
     ops = OperationalMetrics(registry)
@@ -619,7 +625,8 @@ def run_kafka(
     registry.register(StateCollector(runner.state_view))
     server = None
     if config.metrics.enabled:
-        server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready)
+        server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready,
+                               limits_from_config(config.metrics, dict(os.environ)))
         log.info("metrics served", extra={"port": server[0].server_port})
     ops.set_up(True)
     try:

@@ -3,19 +3,30 @@
 The main configuration (:mod:`monitor.config`) holds it as ``kafka: KafkaConfig | None``.
 Secrets (SASL password, SSL key password) are :class:`pydantic.SecretStr`: they print as
 ``**********`` in ``repr``, ``str`` and :meth:`KafkaConfig.redacted`, and only
-:meth:`KafkaConfig.client_kwargs` reveals them, to hand to the Kafka client.
+:meth:`KafkaConfig.client_kwargs` reveals them, to hand to the Kafka client. Each can
+instead come from a file (``sasl_plain_password_file``, ``ssl_password_file``: the
+recommended form, e.g. a mounted secret) or from an environment variable
+(``CERTMON_KAFKA_SASL_PASSWORD``, ``CERTMON_KAFKA_SSL_PASSWORD``).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from monitor.errors import ConfigError
 
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+SECRET_ENV: Final = {
+    "sasl_plain_password": "CERTMON_KAFKA_SASL_PASSWORD",
+    "ssl_password": "CERTMON_KAFKA_SSL_PASSWORD",
+}
+"""Each secret setting and the environment variable it is read from when not set."""
 
 
 class KafkaTopics(BaseModel):
@@ -116,6 +127,29 @@ class KafkaConfig(BaseModel):
     ssl_keyfile: str | None = None
     ssl_password: SecretStr | None = None
     ssl_check_hostname: bool = True
+    sasl_plain_password_file: str | None = None
+    ssl_password_file: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files_or_env(cls, data: Any) -> Any:
+        """Fill each password from its ``*_file`` or environment variable (never echoed)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name, env in SECRET_ENV.items():
+            path = data.get(f"{name}_file")
+            given = [k for k in (name, f"{name}_file") if data.get(k) is not None]
+            if len(given) > 1:
+                raise ValueError(f"kafka.{name}: set it or kafka.{name}_file, not both")
+            if path is not None:
+                try:
+                    data[name] = Path(str(path)).read_text(encoding="utf-8").strip()
+                except OSError as exc:
+                    raise ValueError(f"kafka.{name}_file: unreadable ({exc.strerror})") from None
+            elif data.get(name) is None and os.environ.get(env):
+                data[name] = os.environ[env]
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> KafkaConfig:
@@ -162,7 +196,7 @@ class KafkaConfig(BaseModel):
     def redacted(self) -> dict[str, object]:
         """Return the settings as JSON-ready data with every secret masked (safe to log)."""
         data = self.model_dump(mode="json")
-        for name in ("sasl_plain_password", "ssl_password"):
+        for name in SECRET_ENV:
             if data.get(name) is not None:
                 data[name] = "**********"
         return data

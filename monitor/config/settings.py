@@ -214,11 +214,28 @@ class CheckpointConfig(_Section):
 
 
 class MetricsConfig(_Section):
-    """Prometheus endpoint."""
+    """Prometheus endpoint (``monitor.metrics.server``; see ``SECURITY.md``).
+
+    ``host`` defaults to the loopback interface: containers set ``"0.0.0.0"`` explicitly.
+    ``workers`` threads answer at most ``max_connections`` connections at once (more are
+    closed at once); a connection idle for ``idle_timeout`` seconds is closed; ``/metrics``
+    is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
+    scrapers. TLS with ``tls_cert_file``/``tls_key_file``; basic auth with
+    ``basic_auth_username`` and a password from ``basic_auth_password_file`` or the
+    ``CERTMON_METRICS_PASSWORD`` environment variable (never from the config file).
+    """
 
     enabled: bool = True
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 9108
+    workers: Annotated[int, Field(ge=1, le=64)] = 2
+    max_connections: Annotated[int, Field(ge=1, le=1024)] = 16
+    idle_timeout: _PosFloat = 5.0
+    min_scrape_interval: Annotated[float, Field(ge=0.0)] = 1.0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    basic_auth_username: str | None = None
+    basic_auth_password_file: str | None = None
 
 
 class AlertmanagerConfig(_Section):
@@ -231,6 +248,11 @@ class AlertmanagerConfig(_Section):
     grafana_url: str | None = None
     resend_seconds: _PosFloat = 60.0
     timeout: _PosFloat = 5.0
+    # authentication as Prometheus configures it: basic auth or a bearer token, secrets
+    # from a file or the environment (CERTMON_ALERTMANAGER_PASSWORD / _BEARER_TOKEN) only
+    basic_auth_username: str | None = None
+    basic_auth_password_file: str | None = None
+    bearer_token_file: str | None = None
 
 
 class SinksConfig(_Section):
@@ -269,9 +291,16 @@ class SourceConfig(_Section):
 
 
 class EventsConfig(_Section):
-    """Event validation limits."""
+    """Event validation limits.
+
+    ``max_ts_jump_seconds``: an event stamped more than this ahead of its suite's event
+    time (the largest ``ts`` seen) is dead-lettered as ``implausible_ts`` instead of moving
+    the event time, so one bad clock or forged event cannot expire every pending join.
+    Raise it if an honest suite can be silent for longer.
+    """
 
     max_bytes: _PosInt = 64 * 1024
+    max_ts_jump_seconds: _PosFloat = 30 * 86400.0
 
 
 class CertmonConfig(_Section):
@@ -337,14 +366,25 @@ def apply_override(doc: dict[str, Any], override: str) -> None:
             raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")
 
 
+def _secret(loc: str) -> bool:
+    """Whether a setting's value must never appear in a message.
+
+    Examples
+    --------
+    >>> _secret("kafka.sasl_plain_password"), _secret("metrics.port")
+    (True, False)
+    """
+    return any(w in loc.lower() for w in ("password", "secret", "token", "key"))
+
+
 def _format_errors(exc: ValidationError) -> str:
     parts = []
     for e in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in e["loc"]) or "<root>"
         msg = str(e["msg"]).removeprefix("Value error, ")
         got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
-        if e["type"] == "value_error" or isinstance(e.get("input"), dict):
-            got = ""
+        if e["type"] == "value_error" or isinstance(e.get("input"), dict) or _secret(loc):
+            got = ""  # a secret is never echoed, even a mistyped one
         parts.append(f"{loc}: {msg}{got}")
     return "; ".join(parts)
 

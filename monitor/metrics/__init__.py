@@ -27,16 +27,18 @@ from monitor.metrics.operational import (
     REJECTION_REASONS,
     OperationalMetrics,
 )
-from monitor.metrics.server import serve_metrics, stop_metrics
+from monitor.metrics.server import MetricsLimits, limits_from_config, serve_metrics, stop_metrics
 
 __all__ = [
     "ALERT_KINDS",
     "DUPLICATE_REASONS",
     "REJECTION_REASONS",
     "STATES",
+    "MetricsLimits",
     "OperationalMetrics",
     "StateCollector",
     "format_rho",
+    "limits_from_config",
     "serve_metrics",
     "stop_metrics",
 ]

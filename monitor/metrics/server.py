@@ -1,19 +1,54 @@
-"""HTTP endpoint serving ``/metrics`` from a given registry, plus ``/healthz`` and ``/readyz``."""
+"""HTTP endpoint serving ``/metrics`` from a given registry, plus ``/healthz`` and ``/readyz``.
+
+Bounded so that whoever can reach the port cannot starve processing or exhaust the process:
+a fixed pool of worker threads, a cap on open connections (excess connections are closed at
+once, before any read), a timeout on every socket read and write (idle connections are
+closed), and ``/metrics`` rendered at most once per ``min_scrape_interval`` (concurrent or
+looping scrapers share one rendering instead of each taking the state lock). Optional TLS
+and HTTP basic auth.
+"""
 
 from __future__ import annotations
 
+import base64
+import hmac
+import queue
 import socket
+import ssl
 import threading
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
 
-__all__ = ["serve_metrics", "stop_metrics"]
+from monitor.errors import CertmonError
+
+__all__ = ["MetricsLimits", "limits_from_config", "serve_metrics", "stop_metrics"]
 
 _StartResponse = Callable[..., Any]
+_App = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsLimits:
+    """Resource bounds and access control of the endpoint (see ``[metrics]`` in the config).
+
+    Examples
+    --------
+    >>> MetricsLimits().max_connections
+    16
+    """
+
+    workers: int = 2
+    max_connections: int = 16
+    idle_timeout: float = 5.0
+    min_scrape_interval: float = 1.0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    basic_auth: tuple[str, str] | None = None  # (username, password)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -23,23 +58,102 @@ class _QuietHandler(WSGIRequestHandler):
         """Log nothing."""
 
 
-def _app(
-    registry: CollectorRegistry, ready_fn: Callable[[], bool] | None
-) -> Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]:
-    metrics_app = make_wsgi_app(registry)
+class _CachedScrape:
+    """At most one rendering of ``/metrics`` per interval, shared by every scraper."""
+
+    def __init__(self, app: _App, interval: float) -> None:
+        self._app, self._interval = app, interval
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str, str], tuple[float, str, list[Any], bytes]] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> list[bytes]:
+        key = (str(environ.get("QUERY_STRING", "")), str(environ.get("HTTP_ACCEPT", "")),
+               str(environ.get("HTTP_ACCEPT_ENCODING", "")))
+        with self._lock:  # concurrent scrapers wait for one rendering
+            hit = self._cache.get(key)
+            if hit is None or time.monotonic() - hit[0] >= self._interval:
+                got: dict[str, Any] = {}
+
+                def capture(status: str, headers: list[Any], *_: Any) -> None:
+                    got["status"], got["headers"] = status, headers
+
+                body = b"".join(self._app(environ, capture))
+                if len(self._cache) > 16:
+                    self._cache.clear()
+                hit = self._cache[key] = (time.monotonic(), got["status"], got["headers"], body)
+        start_response(hit[1], list(hit[2]))
+        return [hit[3]]
+
+
+def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
+         limits: MetricsLimits) -> _App:
+    metrics_app = _CachedScrape(make_wsgi_app(registry), limits.min_scrape_interval)
+    expected = None
+    if limits.basic_auth is not None:
+        user, password = limits.basic_auth
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
     def app(environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if expected is not None and path != "/healthz" and not hmac.compare_digest(
+                str(environ.get("HTTP_AUTHORIZATION", "")).encode(), expected.encode()):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="certmon"'),
+                                                ("Content-Type", "text/plain")])
+            return [b"unauthorized\n"]
         if path in ("/healthz", "/readyz"):
             ok = path == "/healthz" or ready_fn is None or bool(ready_fn())
             status = "200 OK" if ok else "503 Service Unavailable"
             body = (b"ok\n" if path == "/healthz" else b"ready\n") if ok else b"not ready\n"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [body]
-        result: Iterable[bytes] = metrics_app(environ, start_response)
-        return result
+        return metrics_app(environ, start_response)
 
     return app
+
+
+class _BoundedServer(WSGIServer):
+    """A WSGI server with a fixed worker pool and a cap on open connections."""
+
+    limits: MetricsLimits
+    tls: ssl.SSLContext | None
+
+    def start_workers(self) -> None:
+        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(
+            self.limits.max_connections)
+        self.workers = [threading.Thread(target=self._work, name=f"certmon-metrics-{i}",
+                                         daemon=True) for i in range(self.limits.workers)]
+        for t in self.workers:
+            t.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Queue the connection for a worker; close it at once when the cap is reached."""
+        try:
+            self._queue.put_nowait((request, client_address))
+        except queue.Full:
+            self.shutdown_request(request)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            request, address = item
+            try:
+                request.settimeout(self.limits.idle_timeout)
+                if self.tls is not None:  # handshake here, under the timeout, not in accept
+                    request = self.tls.wrap_socket(request, server_side=True)
+                self.finish_request(request, address)
+            except Exception:
+                pass
+            finally:
+                self.shutdown_request(request)
+
+    def stop_workers(self) -> None:
+        for _ in self.workers:
+            try:
+                self._queue.put(None, timeout=1.0)
+            except queue.Full:
+                break
 
 
 def serve_metrics(
@@ -47,32 +161,42 @@ def serve_metrics(
     host: str = "127.0.0.1",
     port: int = 0,
     ready_fn: Callable[[], bool] | None = None,
+    limits: MetricsLimits | None = None,
 ) -> tuple[WSGIServer, threading.Thread]:
-    """Serve the registry over HTTP from a daemon thread.
+    """Serve the registry over HTTP from a daemon thread and a bounded worker pool.
 
     Parameters
     ----------
     registry : CollectorRegistry
         The registry to expose (never the global default one).
     host : str, optional
-        Address to bind, ``"0.0.0.0"`` or ``"::"`` for every interface.
+        Address to bind (default loopback), ``"0.0.0.0"`` or ``"::"`` for every interface.
     port : int, optional
         TCP port; 0 picks a free one (read it back from ``server.server_port``).
     ready_fn : Callable[[], bool] or None, optional
         Readiness probe for ``/readyz`` (e.g. "checkpoint restored and source assigned");
         None means ready as soon as the server listens.
+    limits : MetricsLimits, optional
+        Workers, connection cap, idle timeout, scrape interval, TLS, basic auth.
 
     Returns
     -------
     tuple of (WSGIServer, threading.Thread)
         The server and the thread running it; stop both with :func:`stop_metrics`.
 
+    Raises
+    ------
+    CertmonError
+        The address cannot be bound (a busy port): one line naming host and port.
+
     Notes
     -----
     ``/metrics`` (and every path other than the two probes) is prometheus_client's WSGI app:
     text format, OpenMetrics on content negotiation, gzip when accepted. ``/healthz`` answers
-    200 while the server thread runs (liveness); ``/readyz`` answers 200 or 503 from
-    ``ready_fn`` (readiness). Requests are served one thread each.
+    200 while the server runs (and needs no credentials, for liveness probes); ``/readyz``
+    answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
+    ``workers + max_connections`` sockets plus the listening one, and renders ``/metrics``
+    at most once per ``min_scrape_interval`` seconds.
 
     Examples
     --------
@@ -88,15 +212,34 @@ def serve_metrics(
     200
     >>> stop_metrics(server, thread)
     """
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, _, _, _, sockaddr = infos[0]
+    lim = limits or MetricsLimits()
+    tls = None
+    if lim.tls_cert_file or lim.tls_key_file:
+        if not (lim.tls_cert_file and lim.tls_key_file):
+            raise CertmonError("metrics TLS needs both tls_cert_file and tls_key_file")
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            tls.load_cert_chain(lim.tls_cert_file, lim.tls_key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise CertmonError(f"cannot load the metrics TLS certificate or key: {exc}") from None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, sockaddr = infos[0]
 
-    class _Server(ThreadingWSGIServer):
-        address_family = family
+        class _Server(_BoundedServer):
+            address_family = family
+            allow_reuse_address = True
+            request_queue_size = 64  # the kernel's backlog: no descriptor of ours
 
-    server = make_server(
-        str(sockaddr[0]), port, _app(registry, ready_fn), _Server, handler_class=_QuietHandler
-    )
+        server = _Server((str(sockaddr[0]), port), _QuietHandler)
+    except OSError as exc:
+        raise CertmonError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} "
+            "(set metrics.port, or metrics.enabled = false)"
+        ) from None
+    server.limits, server.tls = lim, tls
+    server.set_app(_app(registry, ready_fn, lim))
+    server.start_workers()
     thread = threading.Thread(target=server.serve_forever, name="certmon-metrics", daemon=True)
     thread.start()
     return server, thread
@@ -116,4 +259,47 @@ def stop_metrics(server: WSGIServer, thread: threading.Thread, timeout: float = 
     """
     server.shutdown()
     server.server_close()
+    if isinstance(server, _BoundedServer):
+        server.stop_workers()
     thread.join(timeout)
+
+
+def limits_from_config(metrics: Any, environ: dict[str, str] | None = None) -> MetricsLimits:
+    r"""Build :class:`MetricsLimits` from a ``[metrics]`` config section.
+
+    The basic-auth password comes from ``basic_auth_password_file`` or the
+    ``CERTMON_METRICS_PASSWORD`` environment variable, never from the config file.
+
+    Raises
+    ------
+    CertmonError
+        A username without a password, or an unreadable password file (never printed).
+
+    Examples
+    --------
+    >>> from monitor.config import parse_config
+    >>> cfg = parse_config("[metrics]\nbasic_auth_username = 'prom'\n"
+    ...                    "[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\n"
+    ...                    "delta=0.1\n")
+    >>> limits_from_config(cfg.metrics, {"CERTMON_METRICS_PASSWORD": "pw"}).basic_auth
+    ('prom', 'pw')
+    """
+    env = environ if environ is not None else {}
+    auth = None
+    if metrics.basic_auth_username:
+        password = env.get("CERTMON_METRICS_PASSWORD")
+        if metrics.basic_auth_password_file:
+            try:
+                with open(metrics.basic_auth_password_file, encoding="utf-8") as fh:
+                    password = fh.read().strip()
+            except OSError as exc:
+                raise CertmonError(
+                    f"cannot read metrics.basic_auth_password_file ({exc.strerror})") from None
+        if not password:
+            raise CertmonError("metrics.basic_auth_username needs a password: "
+                               "metrics.basic_auth_password_file or CERTMON_METRICS_PASSWORD")
+        auth = (str(metrics.basic_auth_username), password)
+    return MetricsLimits(
+        workers=metrics.workers, max_connections=metrics.max_connections,
+        idle_timeout=metrics.idle_timeout, min_scrape_interval=metrics.min_scrape_interval,
+        tls_cert_file=metrics.tls_cert_file, tls_key_file=metrics.tls_key_file, basic_auth=auth)

@@ -1,0 +1,208 @@
+r"""Restore is configuration plus state: checks that a checkpoint cannot change a certificate.
+
+Anyone who can write the checkpoint store (a directory, the Kafka checkpoint topic) can
+write a well-formed checkpoint with a recomputed sha256. Before any of it is used,
+:func:`check_suite_dict` (on the raw document) and :func:`check_restored_suite` (on the
+rebuilt state) refuse, with a :class:`RefusedState` naming the field:
+
+- certificate parameters (alpha, delta, the level after multiplicity, methods, betting
+  rule, rhos, grid sizes) that differ from the configuration's, which always wins;
+- negative or non-integer counts, non-finite numbers, statuses outside the known set;
+- sizes beyond the configuration's bounds (dedupe window, pending and orphan maps);
+- crossings and statuses the restored e-processes do not support (a *certified* status
+  whose test never crossed, a crossing after the last round).
+
+Examples
+--------
+>>> from monitor.config import parse_config
+>>> cfg = parse_config("[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\n"
+...                    "delta=0.1\nmethods=['r_eval']\ncs_grid=10\n")
+>>> fresh = {"name": "s", "watermark": None, "models": [],
+...          "ids": {"keys": [], "ticks": []}, "pending": {"keys": [], "ticks": []},
+...          "orphans": {"keys": [], "ticks": []}, "rounded": {"keys": [], "ticks": []}}
+>>> check_suite_dict(cfg.suites[0], fresh, lambda c: c.delta)
+>>> check_suite_dict(cfg.suites[0], fresh | {"watermark": float("inf")},
+...                  lambda c: c.delta)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+monitor.state.restore_checks.RefusedState: suite 's': watermark must be ... got inf
+
+Notes
+-----
+Guarantee: a checkpoint that passes these checks is restored with the configuration's
+certificate parameters and with values inside their ranges. It does not prove that the
+state came from real events: a writer of the store can still forge an internally consistent
+history (as could a writer of the event topic). Authenticated checkpoints
+(:mod:`monitor.checkpoint`, HMAC-SHA256) close that: see ``SECURITY.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Final
+
+from monitor.config import CertificateConfig, SuiteConfig
+from monitor.state.model import build_group
+
+__all__ = ["STATUSES", "RefusedState", "check_counts", "check_restored_suite", "check_suite_dict"]
+
+STATUSES: Final = ("pending", "certified", "violated")
+
+
+class RefusedState(ValueError):
+    """A checkpoint value that the configuration or the value's range does not allow."""
+
+
+def _int(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise RefusedState(f"{what} must be a non-negative integer, got {x!r}")
+    return x
+
+
+def _finite(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        raise RefusedState(f"{what} must be a finite number, got {x!r}")
+    return float(x)
+
+
+def check_counts(counts: Any, what: str) -> None:
+    """Every value of a (possibly nested) dict of counts is a non-negative integer.
+
+    Examples
+    --------
+    >>> check_counts({"a": 1, "b": {"c": -1}}, "counters")
+    Traceback (most recent call last):
+    ...
+    monitor.state.restore_checks.RefusedState: counters.b.c must be a non-negative integer, got -1
+    """
+    if not isinstance(counts, dict):
+        raise RefusedState(f"{what} must be an object")
+    for k, v in counts.items():
+        if isinstance(v, dict):
+            check_counts(v, f"{what}.{k}")
+        else:
+            _int(v, f"{what}.{k}")
+
+
+def _check_columns(cols: Any, cap: int, what: str) -> None:
+    if not isinstance(cols, dict) or not isinstance(cols.get("keys"), list):
+        raise RefusedState(f"{what}: malformed columns")
+    n = len(cols["keys"])
+    if n > cap:
+        raise RefusedState(f"{what}: {n} entries, more than the configured bound {cap}")
+    total = 0
+    for pair in cols.get("ticks", []):
+        t, k = pair
+        _finite(t, f"{what} tick")
+        total += _int(k, f"{what} tick count")
+        if total > n:
+            break
+    if total != n:
+        raise RefusedState(f"{what}: tick counts do not match the {n} keys")
+
+
+def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: int,
+                 where: str) -> None:
+    got = state.get("config") if isinstance(state, dict) else None
+    if got != expected:
+        diffs = ([f"{k}: checkpoint {got.get(k)!r}, configuration {v!r}"
+                  for k, v in expected.items() if got.get(k) != v]
+                 if isinstance(got, dict) else ["missing"])
+        raise RefusedState(
+            f"{where}: checkpoint was made under different certificate parameters "
+            f"({'; '.join(diffs)}); the configuration always wins: restore with the "
+            "original configuration or start from an empty checkpoint store")
+    for side in ("certify", "violate"):
+        ep = state[side]
+        if _int(ep["rounds"], f"{where} {side} rounds") != rounds:
+            raise RefusedState(f"{where}: {side} e-process has {ep['rounds']} rounds, "
+                             f"the model {rounds}")
+    for mx, crossed in state["tests"]:
+        _finite(mx, f"{where} test maximum")
+        if crossed is not None:
+            c = _int(crossed, f"{where} crossing round")
+            if not 1 <= c <= rounds:
+                raise RefusedState(f"{where}: crossing at round {c} outside 1..{rounds}")
+            if mx < -math.log(tdelta) - 1e-9:
+                raise RefusedState(f"{where}: a crossing whose maximum {mx} is below the "
+                                 f"threshold log(1/{tdelta})")
+    for key in ("sum_human", "sum_shift", "sum_bias"):
+        _finite(state[key], f"{where} {key}")
+
+
+def check_suite_dict(
+    config: SuiteConfig, d: dict[str, Any],
+    threshold_delta: Callable[[CertificateConfig], float],
+) -> None:
+    """Check one suite's raw snapshot against its configuration (see the module docstring).
+
+    Raises
+    ------
+    RefusedState
+        Naming the suite, model and field at fault.
+    """
+    name = d["name"]
+    where = f"suite {name!r}"
+    wm = d["watermark"]
+    if wm is not None and (isinstance(wm, bool) or not isinstance(wm, int | float)
+                           or not math.isfinite(wm)):
+        raise RefusedState(f"{where}: watermark must be a finite number or null, got {wm!r}")
+    _check_columns(d["ids"], config.dedupe_max_ids, f"{where} ids")
+    _check_columns(d["pending"], config.max_pending, f"{where} pending")
+    _check_columns(d["orphans"], config.max_orphans, f"{where} orphans")
+    _check_columns(d["rounded"], config.max_round_units, f"{where} rounded")
+    if "refused" in d:
+        _int(d["refused"][0], f"{where} refused count")
+    certs = {c.name: c for c in config.certificates}
+    expected = {n: build_group(c, threshold_delta(c)).to_state()["config"]
+                for n, c in certs.items()}  # what the configuration builds, once per suite
+    for md in d["models"]:
+        mw = f"{where} model {md['name']!r}"
+        check_counts(md["counts"], f"{mw} counts")
+        rounds = _int(md["counts"]["rounds"], f"{mw} rounds")
+        for key in ("block_count", "pending_units", "orphan_labels"):
+            _int(md[key], f"{mw} {key}")
+        if not 0.0 <= _finite(md["block_sum"], f"{mw} block_sum") <= md["block_count"]:
+            raise RefusedState(f"{mw}: block_sum outside [0, block_count]")
+        _finite(md["bias_sum"], f"{mw} bias_sum")
+        names = [str(c) for c, _ in md["groups"]]
+        if sorted(names) != sorted(certs):
+            raise RefusedState(f"{mw}: certificates {sorted(names)} in the checkpoint, "
+                             f"{sorted(certs)} in the configuration")
+        for c, state in md["groups"]:
+            _check_group(expected[c], threshold_delta(certs[c]), state, rounds,
+                         f"{mw} certificate {c!r}")
+        for c, m, e in md["effective"]:
+            if e[0] not in STATUSES:
+                raise RefusedState(f"{mw}: unknown status {e[0]!r} for {c}/{m}")
+            for at in (e[1], e[2]):
+                if at is not None and _int(at, f"{mw} status round") > rounds:
+                    raise RefusedState(f"{mw}: status of {c}/{m} changed at round {at} "
+                                     f"after the model's {rounds} rounds")
+            if e[3] is not None:
+                _finite(e[3], f"{mw} status time")
+
+
+def check_restored_suite(multiplicity: str, models: dict[str, Any]) -> None:
+    """Every effective status is supported by its restored monitor.
+
+    *violated* needs the monitor's violation test to have crossed; *certified* needs its
+    certification test to have crossed (except under ``e_bh``, where e-BH may select a
+    member whose own test has not crossed; it is recomputed on the next round).
+
+    Raises
+    ------
+    RefusedState
+        A status the e-processes do not support.
+    """
+    for name, m in models.items():
+        for key, eff in m.effective.items():
+            mon = m.monitors[key]
+            if eff.status == "violated" and mon.status != "violated":
+                raise RefusedState(f"model {name!r} {key}: status 'violated' but its "
+                                 f"test did not cross (monitor {mon.status!r})")
+            if (eff.status == "certified" and multiplicity != "e_bh"
+                    and mon.status != "certified"):
+                raise RefusedState(f"model {name!r} {key}: status 'certified' but its "
+                                 f"test did not cross (monitor {mon.status!r})")
