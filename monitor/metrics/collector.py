@@ -45,6 +45,23 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_certificate_delta", "Error budget delta of the certificate.", _CERT),
     ("certmon_rho_weight_ratio", "Mixture weight of each judge reliance rho (certify side).",
      (*_METHOD, "rho")),
+    ("certmon_certificate_epoch", "Epoch of the certificate (1 + regimes ended by a detector).",
+     _CERT),
+    ("certmon_certificate_epoch_start_round",
+     "Model round at which the current epoch began (0 for the first epoch).", _CERT),
+    ("certmon_regression_statistic",
+     "Regression e-detector statistic (alarm at its threshold; average run length >= it).",
+     _CERT),
+    ("certmon_regression_threshold", "Alarm threshold A of the regression e-detector.", _CERT),
+    ("certmon_regression_armed",
+     "1 while the regression detector can end the epoch (pending or certified), else 0.", _CERT),
+    ("certmon_improvement_statistic",
+     "Improvement e-detector statistic of a violated certificate (alarm at its threshold).",
+     _CERT),
+    ("certmon_judge_drift_statistic",
+     "Judge-drift e-detector statistic (0 during its warm-up).", (*_MODEL, "signal")),
+    ("certmon_judge_drift_threshold", "Alarm threshold of the judge-drift e-detector.",
+     (*_MODEL, "signal")),
     ("certmon_judge_bias", "Mean of judge loss minus human loss over rounds.", _MODEL),
     ("certmon_pending_units", "Audited units waiting for their human label.", _MODEL),
     ("certmon_precision_half_width", "Half-width of the Cer-Eval certified (stratified) interval.",
@@ -258,14 +275,34 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
             families.expired.add_metric([*key, kind], number)
     families.gauge("certmon_judge_bias", key, view.get("judge_bias"))
     families.gauge("certmon_pending_units", key, view.get("pending_units"))
+    for signal, det in sorted(_mapping(view.get("judge_drift")).items()):
+        if isinstance(det, Mapping):
+            families.gauge("certmon_judge_drift_statistic", [*key, str(signal)],
+                           det.get("statistic"))
+            families.gauge("certmon_judge_drift_threshold", [*key, str(signal)],
+                           det.get("threshold"))
     _add_strata(families, key, _mapping(view.get("strata")))
     for cert, cert_view in sorted(_mapping(view.get("certificates")).items()):
         cert_map = _mapping(cert_view)
         cert_key = [*key, str(cert)]
         families.gauge("certmon_certificate_alpha", cert_key, cert_map.get("alpha"))
         families.gauge("certmon_certificate_delta", cert_key, cert_map.get("delta"))
+        _add_epoch(families, cert_key, _mapping(cert_map.get("epoch")))
         for method, method_view in sorted(_mapping(cert_map.get("methods")).items()):
             _add_method(families, [*cert_key, str(method)], _mapping(method_view))
+
+
+def _add_epoch(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
+    families.gauge("certmon_certificate_epoch", key, view.get("epoch"))
+    families.gauge("certmon_certificate_epoch_start_round", key, view.get("started_round"))
+    reg = _mapping(view.get("regression_detector"))
+    families.gauge("certmon_regression_statistic", key, reg.get("statistic"))
+    families.gauge("certmon_regression_threshold", key, reg.get("threshold"))
+    armed = reg.get("armed")
+    if isinstance(armed, bool):
+        families.gauge("certmon_regression_armed", key, float(armed))
+    families.gauge("certmon_improvement_statistic", key,
+                   _mapping(view.get("improvement_detector")).get("statistic"))
 
 
 def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
