@@ -19,6 +19,10 @@ OUT = Path(__file__).resolve().parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 MODEL_LINK = "/d/certmon-model/certmon-model?var-suite=${__data.fields.suite}" \
              "&var-model=${__data.fields.model}&${datasource:queryparam}"
+# Scrape health of certmon targets (the alert rules use the same selector).
+UP = 'up{job=~"certmon.*"}'
+# What a stat shows without data: certmon down or not scraped, never a made-up 0.
+NO_VALUE = "no data"
 FLEET_FILTER = 'suite=~"$suite", model=~"$model"'
 MODEL_FILTER = 'suite="$suite", model="$model"'
 CERT_FILTER = 'suite="$suite", model="$model", certificate="$certificate"'
@@ -110,15 +114,17 @@ def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
 
 def stat(title: str, expr: str, unit: str = "short", description: str = "",
          thresholds: list[tuple[float | None, str]] | None = None,
-         mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Return a stat panel showing the last value of ``expr``."""
+         mappings: list[dict[str, Any]] | None = None, legend: str = "",
+         text_mode: str = "auto") -> dict[str, Any]:
+    """Return a stat panel showing the last value of ``expr`` ("no data" when it has none)."""
     steps = [{"value": v, "color": c} for v, c in (thresholds or [(None, "text")])]
     return {"type": "stat", "title": title, "description": description, "datasource": DS,
-            "targets": [target(expr, instant=True)],
+            "targets": [target(expr, legend=legend, instant=True)],
             "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
+                                         "noValue": NO_VALUE,
                                          "thresholds": {"mode": "absolute", "steps": steps}},
                             "overrides": []},
-            "options": {"colorMode": "value", "graphMode": "none", "textMode": "auto",
+            "options": {"colorMode": "value", "graphMode": "none", "textMode": text_mode,
                         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
                                           "values": False}}}
 
@@ -155,6 +161,15 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
             "panels": panels}
 
 
+def zero_while_up(expr: str) -> str:
+    """``expr``, or 0 while at least one certmon target is up, else nothing (never a false 0).
+
+    ``expr or vector(0)`` reads 0 when certmon is down or not scraped at all; this reads
+    "no data" (:data:`NO_VALUE`) then.
+    """
+    return f"{expr} or (0 * count({UP} == 1))"
+
+
 def per_method(expr: str, on: str, f: str) -> str:
     """Spread a per-model or per-certificate series over every method row of the table."""
     index = (f"0 * max by (suite, model, certificate, method) "
@@ -171,15 +186,15 @@ def fleet() -> dict[str, Any]:
                                  ("Violated", "violated", "red"),
                                  ("Pending", "pending", "text")):
         lay.add(stat(f"{title} certificates",
-                     f'count(max by (suite, model, certificate, method) '
-                     f'(certmon_certificate_state{{state="{state}", {f}}}) == 1) or vector(0)',
+                     zero_while_up(f'count(max by (suite, model, certificate, method) '
+                     f'(certmon_certificate_state{{state="{state}", {f}}}) == 1)'),
                      description=f"Certificate x method pairs currently {state}.",
                      thresholds=[(None, color)]), 4, 4)
     lay.add(stat("Labels received (all models)",
-                 f"sum(certmon_labels_total{{{f}}}) or vector(0)",
+                 zero_while_up(f"sum(certmon_labels_total{{{f}}})"),
                  description="Human labels accepted since the state began."), 6, 4)
     lay.add(stat("Label requests pending",
-                 f"sum(certmon_pending_units{{{f}}}) or vector(0)",
+                 zero_while_up(f"sum(certmon_pending_units{{{f}}})"),
                  description="Audited units waiting for their human label."), 6, 4)
     table_targets = [
         target(STATE_CODE.format(f=f), ref="A", instant=True, fmt="table"),
@@ -237,13 +252,22 @@ def fleet() -> dict[str, Any]:
         "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
     }
     lay.add(timeline, 24, 8)
-    lay.add(timeseries("Risk upper bound vs alpha",
+    alpha_line = {"matcher": {"id": "byRegexp", "options": "^alpha .*"},
+                  "properties": [{"id": "custom.lineStyle",
+                                  "value": {"fill": "dash", "dash": [10, 10]}},
+                                 {"id": "custom.lineWidth", "value": 2}]}
+    lay.add(timeseries("Risk upper bound vs alpha: $method",
                        [target(f"max by (suite, model, certificate) "
-                               f'(certmon_risk_upper_bound{{method="r_autoeval_plus", {f}}})',
-                               legend="{{suite}}/{{model}} {{certificate}}")],
-                       unit="percentunit", minimum=0,
-                       description="Upper end of the R-AutoEval+ confidence sequence; a model is "
-                                   "certified once it stays below alpha with enough evidence."),
+                               f'(certmon_risk_upper_bound{{method="$method", {f}}})',
+                               legend="{{suite}}/{{model}} {{certificate}}", ref="A"),
+                        target(f"max by (suite, model, certificate) "
+                               f"(certmon_certificate_alpha{{{f}}})",
+                               legend="alpha {{suite}}/{{model}} {{certificate}}", ref="B")],
+                       unit="percentunit", minimum=0, overrides=[alpha_line],
+                       description="Upper end of the confidence sequence of the chosen method "
+                                   "(variable `method`); dashed: each certificate's alpha. A "
+                                   "model is certified once its bound stays below alpha with "
+                                   "enough evidence."),
             12, 8)
     lay.add(timeseries("Labels received per minute",
                        [target(f"60 * sum by (suite, model) "
@@ -257,7 +281,9 @@ def fleet() -> dict[str, Any]:
                       variable("suite", "label_values(certmon_rounds_total, suite)", "Suite",
                                multi=True),
                       variable("model", 'label_values(certmon_rounds_total{suite=~"$suite"}, '
-                                        "model)", "Model", multi=True)],
+                                        "model)", "Model", multi=True),
+                      variable("method", "label_values(certmon_risk_upper_bound, method)",
+                               "Method")],
                      [{"title": "Model drill-down", "type": "link", "icon": "dashboard",
                        "url": "/d/certmon-model/certmon-model", "keepTime": True,
                        "includeVars": True}])
@@ -279,9 +305,16 @@ def operations_row(lay: Layout) -> None:
     ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
             12, 8)
     lay.add(stat("Checkpoint age",
-                 "time() - max(certmon_checkpoint_last_success_timestamp_seconds > 0)",
+                 "max(time() - (certmon_checkpoint_last_success_timestamp_seconds > 0))",
                  unit="s", thresholds=[(None, "green"), (900, "orange"), (3600, "red")],
-                 description="Seconds since the last durable checkpoint."), 4, 8)
+                 description="Seconds since the last durable checkpoint of the stalest "
+                             "replica. An idle replica has nothing to checkpoint and ages "
+                             "harmlessly: see Events awaiting a checkpoint (the checkpoint "
+                             "alerts fire only while that is above 0)."), 4, 4)
+    lay.add(stat("Events awaiting a checkpoint", "sum(certmon_checkpoint_pending_events)",
+                 unit="none", description="Events read since the last durable checkpoint, "
+                                          "all replicas: what a crash now would replay."),
+            4, 4)
     lay.add(timeseries("Checkpoint duration", [
         target("histogram_quantile(0.5, sum by (le) "
                "(rate(certmon_checkpoint_duration_seconds_bucket[$__rate_interval])))", "p50",
@@ -304,10 +337,19 @@ def operations_row(lay: Layout) -> None:
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
                "{{kind}}"),
     ], minimum=0), 6, 8)
-    lay.add(stat("certmon up", "min(certmon_up)", thresholds=[(None, "red"), (1, "green")],
+    lay.add(stat("certmon up", f"min({UP}) or on () vector(0)",
+                 thresholds=[(None, "red"), (1, "green")],
+                 description="up while every certmon target is scraped; down when any "
+                             "replica is down or no target is scraped at all.",
                  mappings=[{"type": "value", "options": {"0": {"text": "down"},
                                                          "1": {"text": "up"}}}]), 4, 4)
-    lay.add(stat("Version", "count by (version) (certmon_build_info)", unit="none"), 4, 4)
+    lay.add(stat("Replicas up", f"sum({UP})", unit="none",
+                 description="certmon targets scraped successfully (no data: none known)."),
+            4, 4)
+    lay.add(stat("Version", "count by (version) (certmon_build_info)", unit="none",
+                 legend="{{version}}", text_mode="name",
+                 description="certmon version of the running replicas (one per version)."),
+            4, 4)
 
 
 def model() -> dict[str, Any]:

@@ -11,6 +11,7 @@ from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from monitor.alerts import ALERT_KINDS
@@ -79,7 +80,7 @@ class _WithoutCreated(Collector):
     registry drops them for this registry alone.
     """
 
-    def __init__(self, metrics: list[Collector]) -> None:
+    def __init__(self, metrics: list[MetricWrapperBase]) -> None:
         self._metrics = metrics
 
     def describe(self) -> Iterable[Metric]:
