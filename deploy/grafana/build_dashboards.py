@@ -107,7 +107,7 @@ def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
     return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
             "targets": targets, "fieldConfig": {"defaults": defaults,
                                                 "overrides": overrides or []},
-            "options": {"legend": {"displayMode": "list", "placement": "bottom",
+            "options": {"legend": {"displayMode": "list", "placement": "bottom", "calcs": [],
                                    "showLegend": True},
                         "tooltip": {"mode": "multi", "sort": "none"}}}
 
@@ -138,16 +138,23 @@ def by_name(name: str, props: dict[str, Any]) -> dict[str, Any]:
 def variable(name: str, query: str, label: str, multi: bool = False) -> dict[str, Any]:
     """Return a query template variable."""
     return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "query": {"query": query, "refId": f"var-{name}"}, "definition": query,
+            "query": {"query": query, "refId": f"var-{name}"},
             "refresh": 2, "sort": 1, "multi": multi, "includeAll": multi,
             **({"allValue": ".*"} if multi else {}),
-            "current": {}, "options": [], "hide": 0}
+            "options": [], "hide": 0}
+
+
+def link(title: str, url: str, include_vars: bool = False) -> dict[str, Any]:
+    """Return a dashboard link (every field of Grafana's DashboardLink schema set)."""
+    return {"title": title, "type": "link", "icon": "dashboard", "url": url, "tooltip": "",
+            "tags": [], "asDropdown": False, "targetBlank": False, "keepTime": True,
+            "includeVars": include_vars}
 
 
 def datasource_variable() -> dict[str, Any]:
     """Return the Prometheus data-source template variable."""
     return {"name": "datasource", "label": "Data source", "type": "datasource",
-            "query": "prometheus", "current": {}, "hide": 0, "options": [], "refresh": 1,
+            "query": "prometheus", "hide": 0, "options": [], "refresh": 1,
             "regex": ""}
 
 
@@ -227,7 +234,8 @@ def fleet() -> dict[str, Any]:
                             {"id": "organize", "options": {"excludeByName": {"Time": True},
                                                            "renameByName": names}}],
         "fieldConfig": {
-            "defaults": {"custom": {"align": "auto"}, "decimals": 4},
+            "defaults": {"custom": {"align": "auto", "cellOptions": {"type": "auto"},
+                                    "inspect": False}, "decimals": 4},
             "overrides": [
                 by_name("State", {"mappings": STATE_MAPPINGS,
                                   "custom.cellOptions": {"type": "color-background"}}),
@@ -284,9 +292,8 @@ def fleet() -> dict[str, Any]:
                                         "model)", "Model", multi=True),
                       variable("method", "label_values(certmon_risk_upper_bound, method)",
                                "Method")],
-                     [{"title": "Model drill-down", "type": "link", "icon": "dashboard",
-                       "url": "/d/certmon-model/certmon-model", "keepTime": True,
-                       "includeVars": True}])
+                     [link("Model drill-down", "/d/certmon-model/certmon-model",
+                           include_vars=True)])
 
 
 def operations_row(lay: Layout) -> None:
@@ -433,8 +440,7 @@ def model() -> dict[str, Any]:
                                  'model="$model"}, certificate)', "Certificate"),
          variable("method", 'label_values(certmon_risk_estimate{suite="$suite", '
                             'model="$model"}, method)', "Method", multi=True)],
-        [{"title": "Fleet overview", "type": "link", "icon": "dashboard",
-          "url": "/d/certmon-fleet/certmon-fleet", "keepTime": True}])
+        [link("Fleet overview", "/d/certmon-fleet/certmon-fleet")])
 
 
 def render() -> dict[str, str]:
