@@ -223,7 +223,7 @@ def fleet() -> dict[str, Any]:
     ]
     names = {"Value #A": "State", "Value #B": "Risk estimate", "Value #C": "Lower bound",
              "Value #D": "Upper bound", "Value #E": "Alpha", "Value #F": "Rounds",
-             "Value #G": "Labels", "Value #H": "Last change"}
+             "Value #G": "Labels", "Value #H": "Last change (event time)"}
     table = {
         "type": "table", "title": "Every suite / model / certificate / method",
         "description": "Current certificate state, risk estimate with its anytime-valid "
@@ -240,7 +240,7 @@ def fleet() -> dict[str, Any]:
                 by_name("State", {"mappings": STATE_MAPPINGS,
                                   "custom.cellOptions": {"type": "color-background"}}),
                 by_name("Rounds", {"decimals": 0}), by_name("Labels", {"decimals": 0}),
-                by_name("Last change", {"unit": "dateTimeAsIso"}),
+                by_name("Last change (event time)", {"unit": "dateTimeAsIso"}),
                 by_name("model", {"links": [{"title": "Model drill-down", "url": MODEL_LINK}]}),
             ],
         },
