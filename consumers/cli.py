@@ -34,7 +34,7 @@ from monitor.metrics.operational import package_version
 from monitor.simulate import DEFAULT_MODELS, SimModel, SimStratum, SimulationSpec, iter_jsonl
 from monitor.sinks import open_sink
 
-__all__ = ["DEMO_TOML", "build_parser", "main", "replay_summary"]
+__all__ = ["DEMO_TOML", "build_parser", "console_main", "main", "replay_summary"]
 
 DEMO_TOML = """\
 # certmon demo: three simulated models in one suite, one certificate "risk <= 10%".
@@ -445,6 +445,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def console_main() -> int:
+    """Entry point of the ``certmon`` console script: :func:`main` in a fresh process.
+
+    Turns off prometheus_client's ``*_created`` series process-wide first. certmon's own
+    operational metrics already drop them per registry; this global switch (the library has
+    no per-registry one) also covers counters defined by the Kafka modules. It is called here,
+    once per process, and never by library code, so importing certmon changes nothing.
+    """
+    from prometheus_client import disable_created_metrics
+
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    return main()
+
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console_main())
