@@ -17,22 +17,24 @@ import sys
 import threading
 import time
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.files import FileSource
-from consumers.progress import Ticker, inspect_lines, run_demo
+from consumers.inspection import inspect_lines
+from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
 from monitor.checkpoint import LocalDirectoryStore, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError, ConfigError
+from monitor.metrics.operational import package_version
 from monitor.simulate import DEFAULT_MODELS, SimModel, SimStratum, SimulationSpec, iter_jsonl
 from monitor.sinks import open_sink
 
-__all__ = ["DEMO_TOML", "build_parser", "main"]
+__all__ = ["DEMO_TOML", "build_parser", "console_main", "main", "replay_summary"]
 
 DEMO_TOML = """\
 # certmon demo: three simulated models in one suite, one certificate "risk <= 10%".
@@ -115,11 +117,43 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 130
     write_state(args.state_out, runner.engine.state_view())
     if not args.quiet:
-        n = runner.engine.events_in
-        dt = time.monotonic() - t0
-        print(f"certmon: {n} events in {dt:.1f}s; state written to {args.state_out}",
-              file=sys.stderr)
+        dead_letters = args.dead_letters_out is not None or config.sinks.dead_letters != "none"
+        for line in replay_summary(runner.engine.counters, time.monotonic() - t0,
+                                   args.state_out, dead_letters):
+            print(line, file=sys.stderr)
     return 0
+
+
+def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
+                   dead_letters: bool) -> list[str]:
+    """Return the replay's closing lines: what was read, and what was not used (and why).
+
+    Examples
+    --------
+    >>> lines = replay_summary({"events_in": 20014, "rejected": {"invalid_json": 14},
+    ...                         "duplicates": {}, "unrouted": 20000}, 1.0, "S.json", False)
+    >>> print(lines[0])
+    certmon: 20014 events in 1.0s (14 rejected, 0 duplicate, 20000 unrouted); state in S.json
+    >>> print(lines[1][:59])
+    certmon: 14 rejected: invalid_json 14; their raw lines were
+    >>> "--dead-letters-out" in lines[1] and "suite and model names" in lines[2]
+    True
+    """
+    rejected = {k: v for k, v in counters.get("rejected", {}).items() if v}
+    n_rej = sum(rejected.values())
+    n_dup = sum(counters.get("duplicates", {}).values())
+    unrouted = int(counters.get("unrouted", 0))
+    lines = [f"certmon: {counters.get('events_in', 0)} events in {seconds:.1f}s ({n_rej} rejected, "
+             f"{n_dup} duplicate, {unrouted} unrouted); state in {state_out}"]
+    if n_rej:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items()))
+        where = ("see the dead letters" if dead_letters else
+                 "their raw lines were dropped: rerun with --dead-letters-out FILE to keep them")
+        lines.append(f"certmon: {n_rej} rejected: {reasons}; {where}")
+    if unrouted:
+        lines.append(f"certmon: {unrouted} valid events belong to no configured suite/model: "
+                     "check the suite and model names in the config")
+    return lines
 
 
 # ---------------------------------------------------------------------- run
@@ -318,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", default=False,
                    help="show tracebacks on errors")
+    p.add_argument("--version", action="version", version=f"certmon {package_version()}",
+                   help="print the certmon version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sp: argparse.ArgumentParser, config_required: bool = True) -> None:
@@ -333,7 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--state-out", required=True, help="where to write STATE.json")
     r.add_argument("--alerts-out", help="alerts JSONL file (- for stdout)")
     r.add_argument("--requests-out", help="label requests JSONL file (- for stdout)")
-    r.add_argument("--dead-letters-out", help="dead letters JSONL file (- for stdout)")
+    r.add_argument("--dead-letters-out",
+                   help="dead letters JSONL file (- for stdout): rejected lines, with reason and "
+                        "raw bytes; without it (and no sinks.dead_letters) they are dropped")
     r.add_argument("--checkpoint-dir", help="checkpoint as it goes; a rerun resumes from it")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
     r.set_defaults(func=cmd_replay)
@@ -347,22 +385,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="-", help="output file (default: stdout)")
     s.add_argument("--examples", type=int, help="examples (each answered by every model)")
     s.add_argument("--events", type=int, help="stop after this many events")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--suite", default="demo")
+    s.add_argument("--seed", type=int, default=0, help="random seed (same seed, same stream)")
+    s.add_argument("--suite", default="demo", help="suite name of the events")
     s.add_argument("--model", action="append", metavar="NAME:RISK[:GAMMA[:DRIFT_RISK]]",
                    help="a model with its true risk, judge accuracy and risk after drift "
                         "(repeatable; default: good, bad, borderline)")
-    s.add_argument("--audit-rate", type=float, default=0.1)
+    s.add_argument("--audit-rate", type=float, default=0.1,
+                   help="fraction of units audited (sent for a human label)")
     s.add_argument("--audit-mode", choices=["flag", "hash"], default="flag",
                    help="flag: judge events carry audit true/false; hash: certmon decides")
-    s.add_argument("--audit-salt", default="")
+    s.add_argument("--audit-salt", default="", help="salt of the hash audit mode")
     s.add_argument("--label-delay", type=float, default=30.0, help="mean label delay (events)")
     s.add_argument("--label-first", type=float, default=0.05,
                    help="fraction of labels arriving before their judge event")
     s.add_argument("--unsolicited", type=float, default=0.001,
                    help="rate of unsolicited labels on unaudited units")
     s.add_argument("--drift-at", type=int, help="example index where models switch to DRIFT_RISK")
-    s.add_argument("--ts-format", choices=["epoch", "rfc3339"], default="epoch")
+    s.add_argument("--ts-format", choices=["epoch", "rfc3339"], default="epoch",
+                   help="format of the events' ts field")
     s.add_argument("--strata", action="append", metavar="NAME:SHARE:RISK[:JUDGE_NOISE]",
                    help="heterogeneous strata (repeatable): judge events carry 'stratum'; the "
                         "stratum's risk and judge noise replace the models' (see [suites.strata])")
@@ -375,10 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="simulate + monitor + metrics + live table (start here)")
     common(d, config_required=False)
-    d.add_argument("--port", type=int, help="metrics port (default 9108; a free one if busy)")
+    d.add_argument("--port", type=int,
+                   help="metrics port; fails if busy (default: 9108, or a free one if busy)")
     d.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--max-events", type=int, default=150_000)
+    d.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
+    d.add_argument("--max-events", type=int, default=150_000, help="stop after this many events")
     d.add_argument("--max-seconds", type=float, default=50.0, help="stop after this long")
     d.add_argument("--rate", type=float, default=3000.0, help="events per second (0: no limit)")
     d.add_argument("--state-out", help="write STATE.json at the end")
@@ -386,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     i = sub.add_parser("inspect", help="summarize a checkpoint or STATE.json")
-    i.add_argument("path")
+    i.add_argument("path", help="a checkpoint file, a checkpoint directory or a STATE.json")
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="show tracebacks on errors")
     i.set_defaults(func=cmd_inspect)
@@ -419,6 +460,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def console_main() -> int:
+    """Entry point of the ``certmon`` console script: :func:`main` in a fresh process.
+
+    Turns off prometheus_client's ``*_created`` series process-wide first. certmon's own
+    operational metrics already drop them per registry; this global switch (the library has
+    no per-registry one) also covers counters defined by the Kafka modules. It is called here,
+    once per process, and never by library code, so importing certmon changes nothing.
+    """
+    from prometheus_client import disable_created_metrics
+
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    return main()
+
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console_main())

@@ -1,6 +1,9 @@
-r"""Human-readable views of the state: the live demo table, summaries, ``certmon inspect``.
+r"""Human-readable views of the state: the live demo table and summaries.
 
 Everything here reads the STATE.json document (``Engine.state_view()``) and returns text.
+Suite, model and certificate names are shown through :func:`printable`: a name carrying
+terminal escape codes cannot drive the terminal (``certmon inspect`` is in
+``consumers.inspection``).
 
 Examples
 --------
@@ -15,6 +18,8 @@ suite/model  cert  alpha  rounds  labels  judge  risk   CS              r_eval
 qa/m         risk  0.1         2       2     10  0.500  [0.000, 0.900]  pending
 >>> status_cell({"status": "certified", "certified_at_round": 7})
 'certified@7'
+>>> printable("evil\x1b[2Jname")
+'evil\\x1b[2Jname'
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
@@ -34,24 +38,22 @@ import numpy as np
 
 from consumers.alertmanager.wiring import PREFIX, FanOutSink, open_alert_sink, take_over
 from consumers.runner import IterSource, Outputs, Runner
-from monitor.checkpoint import atomic_write, decode_checkpoint
+from monitor.checkpoint import atomic_write
 from monitor.config import CertmonConfig
-from monitor.errors import CertmonError, CheckpointError
+from monitor.errors import CertmonError
 from monitor.simulate import DEFAULT_MODELS, SimulationSpec, iter_jsonl
 from monitor.sinks import MemorySink, NullSink, Sink, open_sink
-from monitor.state.model import ModelState
 
 __all__ = [
     "METHOD_LABELS",
     "Ticker",
-    "inspect_lines",
     "iter_rows",
     "one_line",
+    "printable",
     "render_table",
     "run_demo",
     "status_cell",
     "summary_lines",
-    "view_from_snapshot",
 ]
 
 METHOD_LABELS = {"r_eval": "R-Eval", "r_autoeval": "R-AutoEval", "r_autoeval_plus": "R-AutoEval+"}
@@ -74,14 +76,26 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
 _Row = tuple[str, str, str, dict[str, Any], dict[str, Any]]
 
 
+def printable(text: str) -> str:
+    r"""``text`` with every non-printable character (escape codes, newlines...) as ``\xNN``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def iter_rows(view: dict[str, Any]) -> Iterator[_Row]:
-    """Yield ``(suite, model, certificate, model_view, certificate_view)`` in sorted order."""
+    """Yield ``(suite, model, certificate, model_view, certificate_view)`` in sorted order.
+
+    The three names are made :func:`printable` (they come from the input events).
+    """
     for suite in sorted(view.get("suites", {})):
         models = view["suites"][suite].get("models", {})
         for model in sorted(models):
             mv = models[model]
             for cert in sorted(mv.get("certificates", {})):
-                yield suite, model, cert, mv, mv["certificates"][cert]
+                yield (printable(suite), printable(model), printable(cert), mv,
+                       mv["certificates"][cert])
 
 
 def _primary(cv: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -168,74 +182,11 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
         lines += [
             "",
             f"events {c.get('events_in', 0)}, rejected {rej}, duplicates {dup}, "
+            f"unrouted {c.get('unrouted', 0)}, "
             f"label requests {c.get('label_requests', 0)}, alerts "
             + ", ".join(f"{k} {v}" for k, v in c.get("alerts", {}).items() if v),
         ]
     return lines
-
-
-def inspect_lines(path: str) -> list[str]:
-    """Readable summary of a checkpoint (verified) or a STATE.json file (``certmon inspect``).
-
-    Raises
-    ------
-    CertmonError
-        Unreadable file, neither kind of document, or a corrupt checkpoint.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise CertmonError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        raise CertmonError(f"{path} is neither a checkpoint nor a STATE.json (not JSON)") from None
-    if isinstance(doc, dict) and doc.get("format") == "certmon.checkpoint":
-        snapshot, position = decode_checkpoint(data)
-        try:
-            view = view_from_snapshot(snapshot)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(
-                f"checkpoint is corrupt: malformed engine state ({exc!r})"
-            ) from None
-        written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(doc["written_at"])))
-        head = [
-            f"checkpoint {path} (version {doc['version']}, written {written}, sha256 ok)",
-            f"position: {json.dumps(position, sort_keys=True)}",
-        ]
-    elif isinstance(doc, dict) and "suites" in doc:
-        view, head = doc, [f"state {path}"]
-    else:
-        raise CertmonError(f"{path} is neither a checkpoint nor a STATE.json")
-    return [*head, "", *summary_lines(view)]
-
-
-def view_from_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild a STATE.json-like view from an engine snapshot without its configuration.
-
-    Only what the snapshot holds is shown (statuses are the effective ones recorded in it).
-    """
-    suites: dict[str, Any] = {}
-    for sd in snapshot.get("suites", []):
-        models: dict[str, Any] = {}
-        for md in sd.get("models", []):
-            m = ModelState.from_dict(md)
-            certs: dict[str, Any] = {}
-            for (cert, meth), mon in m.monitors.items():
-                eff = m.effective[(cert, meth)]
-                cv = certs.setdefault(cert, {"alpha": mon.alpha, "delta": mon.delta, "methods": {}})
-                cv["methods"][meth] = {
-                    "rounds": mon.rounds,
-                    "status": eff.status,
-                    "certified_at_round": eff.certified_at_round,
-                    "violated_at_round": eff.violated_at_round,
-                    "cs_lower": mon.cs_lower,
-                    "cs_upper": mon.cs_upper,
-                    "risk_estimate": mon.risk_estimate if mon.rounds else None,
-                }
-            models[m.name] = {"counts": dict(m.counts), "certificates": certs}
-        suites[str(sd.get("name"))] = {"models": models}
-    return {"suites": suites, "counters": snapshot.get("counters", {})}
 
 
 # ---------------------------------------------------------------------- demo
@@ -284,7 +235,10 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
         port = args.port if args.port is not None else config.metrics.port
         try:
             server = serve_metrics(registry, host, port, lambda: runner.ready)
-        except CertmonError:
+        except CertmonError as exc:
+            if args.port is not None:  # asked for explicitly: never move silently
+                outputs.close()
+                raise CertmonError(f"{exc} (choose another --port, or --no-metrics)") from None
             server = serve_metrics(registry, host, 0, lambda: runner.ready)
             print(f"port {port} is busy; using port {server[0].server_port} instead", file=out)
         print(f"metrics: http://{host}:{server[0].server_port}/metrics", file=out)

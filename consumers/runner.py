@@ -348,6 +348,7 @@ class Runner:
         self._since_ckpt = 0
         self._last_ckpt = self._clock()
         if self.metrics is not None:
+            self._sync_metrics()  # count what this checkpoint covers before resetting "pending"
             self.metrics.checkpoint_written(time.perf_counter() - t0, time.time())
 
     # ------------------------------------------------------------------ metrics
@@ -362,6 +363,8 @@ class Runner:
         before = self._synced
         if now["events_in"] > before["events_in"]:
             m.events_received(now["events_in"] - before["events_in"])
+        if now["unrouted"] > before.get("unrouted", 0):
+            m.unrouted(now["unrouted"] - before.get("unrouted", 0))
         for reason, v in now["rejected"].items():
             for _ in range(v - before["rejected"].get(reason, 0)):
                 m.rejected(reason)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
@@ -60,6 +61,14 @@ class JsonlFileSink:
     append : bool
         Append to an existing file (resume) instead of truncating it.
 
+    Notes
+    -----
+    ``path`` may also be a character device or a FIFO (``/dev/null``, a named pipe,
+    ``/dev/stdout``): those are flushed but not fsynced (fsync is meaningless there and fails
+    with EINVAL). When appending to a regular file whose last line is incomplete (a write cut
+    short by a crash or a full disk), that torn line is cut off first: its record was not
+    covered by a checkpoint, so the resumed run emits it again, whole.
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -67,13 +76,22 @@ class JsonlFileSink:
     >>> s = JsonlFileSink(p); s.emit({"a": 1}); s.close()
     >>> p.read_text()
     '{"a":1}\n'
+    >>> _ = p.open("a").write('{"b":')  # torn by ENOSPC
+    >>> s = JsonlFileSink(p, append=True); s.emit({"b": 2}); s.close()
+    >>> p.read_text()
+    '{"a":1}\n{"b":2}\n'
+    >>> s = JsonlFileSink("/dev/null"); s.emit({"c": 3}); s.close()
     """
 
     def __init__(self, path: str | Path, append: bool = False) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            if append:
+                _cut_torn_line(self.path)
             self._fh: IO[str] = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+            self._regular = stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
         except OSError as exc:
             raise SinkError(f"cannot open {self.path} for writing: {exc.strerror}") from None
 
@@ -82,15 +100,42 @@ class JsonlFileSink:
         self._fh.write(_dumps(record) + "\n")
 
     def flush(self) -> None:
-        """Flush and fsync."""
+        """Flush, and fsync when the file is a regular file."""
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if self._regular:
+            os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         """Flush, fsync and close."""
         if not self._fh.closed:
             self.flush()
             self._fh.close()
+
+
+def _cut_torn_line(path: Path) -> None:
+    """Truncate a regular file after its last newline (drop an incomplete last line)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return
+    with open(path, "r+b") as fh:
+        size = st.st_size
+        block = 65536
+        pos = size
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            if pos == size and chunk.endswith(b"\n"):
+                return
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                fh.truncate(start + cut + 1)
+                return
+            pos = start
+        fh.truncate(0)
 
 
 class StdoutSink:

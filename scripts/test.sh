@@ -40,6 +40,19 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
+# Node.js + npm: the dashboard test installs Grafana's schema types (@grafana/schema, the version
+# of the Grafana in deploy/docker-compose.yml) and TypeScript into .cache/grafana-schema itself.
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Node.js and npm (Debian packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  else
+    echo "== npm missing and not root: the Grafana schema test will be skipped"
+  fi
+fi
+
 echo "== ruff"
 "$PY" -m ruff check .
 echo "== mypy --strict"

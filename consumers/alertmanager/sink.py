@@ -152,7 +152,9 @@ class AlertmanagerSink:
     ...     "method": "r_eval", "round": 40, "ts": 990.0, "evidence": {"log_e_value": 3.1}})
     >>> alert = json.loads(posted[0])[0]
     >>> alert["labels"]["alertname"], alert["startsAt"], alert["endsAt"]
-    ('CertmonCertificateCertified', '1970-01-01T00:16:30.000000Z', '1970-01-01T00:20:40.000000Z')
+    ('CertmonCertificateCertified', '1970-01-01T00:16:40.000000Z', '1970-01-01T00:20:40.000000Z')
+    >>> alert["annotations"]["event_time"]
+    '1970-01-01T00:16:30.000000Z'
     >>> alert["annotations"]["dashboard"]
     'http://grafana:3000/d/certmon-model/certmon-model?var-suite=qa&var-model=m1'
     >>> sink.close()
@@ -292,11 +294,13 @@ class AlertmanagerSink:
         labels = alert_labels(record, self._extra)
         kind = str(record.get("kind", ""))
         group = KINDS.get(kind, ("", "", "once"))[2]
-        starts = min(epoch(record.get("ts"), now), now)
-        entry = _Entry(
-            labels, alert_annotations(record, self._grafana), starts, None,
-            dashboard_url(self._grafana, record),
-        )
+        # startsAt is when certmon processed the event: a replay of old input must not show
+        # alerts that "started" years ago. The event's own time is kept as an annotation.
+        starts = now
+        annotations = alert_annotations(record, self._grafana)
+        if record.get("ts") is not None:
+            annotations["event_time"] = rfc3339(epoch(record.get("ts"), now))
+        entry = _Entry(labels, annotations, starts, None, dashboard_url(self._grafana, record))
         if group == "once":
             entry.ends_at = max(now, starts) + self._once_lifetime
             key: _Key = ("once", str(record.get("id", "")), json.dumps(labels, sort_keys=True))

@@ -19,6 +19,10 @@ OUT = Path(__file__).resolve().parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 MODEL_LINK = "/d/certmon-model/certmon-model?var-suite=${__data.fields.suite}" \
              "&var-model=${__data.fields.model}&${datasource:queryparam}"
+# Scrape health of certmon targets (the alert rules use the same selector).
+UP = 'up{job=~"certmon.*"}'
+# What a stat shows without data: certmon down or not scraped, never a made-up 0.
+NO_VALUE = "no data"
 FLEET_FILTER = 'suite=~"$suite", model=~"$model"'
 MODEL_FILTER = 'suite="$suite", model="$model"'
 CERT_FILTER = 'suite="$suite", model="$model", certificate="$certificate"'
@@ -103,22 +107,24 @@ def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
     return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
             "targets": targets, "fieldConfig": {"defaults": defaults,
                                                 "overrides": overrides or []},
-            "options": {"legend": {"displayMode": "list", "placement": "bottom",
+            "options": {"legend": {"displayMode": "list", "placement": "bottom", "calcs": [],
                                    "showLegend": True},
                         "tooltip": {"mode": "multi", "sort": "none"}}}
 
 
 def stat(title: str, expr: str, unit: str = "short", description: str = "",
          thresholds: list[tuple[float | None, str]] | None = None,
-         mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Return a stat panel showing the last value of ``expr``."""
+         mappings: list[dict[str, Any]] | None = None, legend: str = "",
+         text_mode: str = "auto") -> dict[str, Any]:
+    """Return a stat panel showing the last value of ``expr`` ("no data" when it has none)."""
     steps = [{"value": v, "color": c} for v, c in (thresholds or [(None, "text")])]
     return {"type": "stat", "title": title, "description": description, "datasource": DS,
-            "targets": [target(expr, instant=True)],
+            "targets": [target(expr, legend=legend, instant=True)],
             "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
+                                         "noValue": NO_VALUE,
                                          "thresholds": {"mode": "absolute", "steps": steps}},
                             "overrides": []},
-            "options": {"colorMode": "value", "graphMode": "none", "textMode": "auto",
+            "options": {"colorMode": "value", "graphMode": "none", "textMode": text_mode,
                         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
                                           "values": False}}}
 
@@ -132,16 +138,23 @@ def by_name(name: str, props: dict[str, Any]) -> dict[str, Any]:
 def variable(name: str, query: str, label: str, multi: bool = False) -> dict[str, Any]:
     """Return a query template variable."""
     return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "query": {"query": query, "refId": f"var-{name}"}, "definition": query,
+            "query": {"query": query, "refId": f"var-{name}"},
             "refresh": 2, "sort": 1, "multi": multi, "includeAll": multi,
             **({"allValue": ".*"} if multi else {}),
-            "current": {}, "options": [], "hide": 0}
+            "options": [], "hide": 0}
+
+
+def link(title: str, url: str, include_vars: bool = False) -> dict[str, Any]:
+    """Return a dashboard link (every field of Grafana's DashboardLink schema set)."""
+    return {"title": title, "type": "link", "icon": "dashboard", "url": url, "tooltip": "",
+            "tags": [], "asDropdown": False, "targetBlank": False, "keepTime": True,
+            "includeVars": include_vars}
 
 
 def datasource_variable() -> dict[str, Any]:
     """Return the Prometheus data-source template variable."""
     return {"name": "datasource", "label": "Data source", "type": "datasource",
-            "query": "prometheus", "current": {}, "hide": 0, "options": [], "refresh": 1,
+            "query": "prometheus", "hide": 0, "options": [], "refresh": 1,
             "regex": ""}
 
 
@@ -153,6 +166,15 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
             "version": 1, "time": {"from": "now-6h", "to": "now"}, "timezone": "browser",
             "templating": {"list": variables}, "annotations": {"list": []}, "links": links,
             "panels": panels}
+
+
+def zero_while_up(expr: str) -> str:
+    """``expr``, or 0 while at least one certmon target is up, else nothing (never a false 0).
+
+    ``expr or vector(0)`` reads 0 when certmon is down or not scraped at all; this reads
+    "no data" (:data:`NO_VALUE`) then.
+    """
+    return f"{expr} or (0 * count({UP} == 1))"
 
 
 def per_method(expr: str, on: str, f: str) -> str:
@@ -171,15 +193,15 @@ def fleet() -> dict[str, Any]:
                                  ("Violated", "violated", "red"),
                                  ("Pending", "pending", "text")):
         lay.add(stat(f"{title} certificates",
-                     f'count(max by (suite, model, certificate, method) '
-                     f'(certmon_certificate_state{{state="{state}", {f}}}) == 1) or vector(0)',
+                     zero_while_up(f'count(max by (suite, model, certificate, method) '
+                     f'(certmon_certificate_state{{state="{state}", {f}}}) == 1)'),
                      description=f"Certificate x method pairs currently {state}.",
                      thresholds=[(None, color)]), 4, 4)
     lay.add(stat("Labels received (all models)",
-                 f"sum(certmon_labels_total{{{f}}}) or vector(0)",
+                 zero_while_up(f"sum(certmon_labels_total{{{f}}})"),
                  description="Human labels accepted since the state began."), 6, 4)
     lay.add(stat("Label requests pending",
-                 f"sum(certmon_pending_units{{{f}}}) or vector(0)",
+                 zero_while_up(f"sum(certmon_pending_units{{{f}}})"),
                  description="Audited units waiting for their human label."), 6, 4)
     table_targets = [
         target(STATE_CODE.format(f=f), ref="A", instant=True, fmt="table"),
@@ -201,7 +223,7 @@ def fleet() -> dict[str, Any]:
     ]
     names = {"Value #A": "State", "Value #B": "Risk estimate", "Value #C": "Lower bound",
              "Value #D": "Upper bound", "Value #E": "Alpha", "Value #F": "Rounds",
-             "Value #G": "Labels", "Value #H": "Last change"}
+             "Value #G": "Labels", "Value #H": "Last change (event time)"}
     table = {
         "type": "table", "title": "Every suite / model / certificate / method",
         "description": "Current certificate state, risk estimate with its anytime-valid "
@@ -212,12 +234,13 @@ def fleet() -> dict[str, Any]:
                             {"id": "organize", "options": {"excludeByName": {"Time": True},
                                                            "renameByName": names}}],
         "fieldConfig": {
-            "defaults": {"custom": {"align": "auto"}, "decimals": 4},
+            "defaults": {"custom": {"align": "auto", "cellOptions": {"type": "auto"},
+                                    "inspect": False}, "decimals": 4},
             "overrides": [
                 by_name("State", {"mappings": STATE_MAPPINGS,
                                   "custom.cellOptions": {"type": "color-background"}}),
                 by_name("Rounds", {"decimals": 0}), by_name("Labels", {"decimals": 0}),
-                by_name("Last change", {"unit": "dateTimeAsIso"}),
+                by_name("Last change (event time)", {"unit": "dateTimeAsIso"}),
                 by_name("model", {"links": [{"title": "Model drill-down", "url": MODEL_LINK}]}),
             ],
         },
@@ -237,13 +260,22 @@ def fleet() -> dict[str, Any]:
         "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
     }
     lay.add(timeline, 24, 8)
-    lay.add(timeseries("Risk upper bound vs alpha",
+    alpha_line = {"matcher": {"id": "byRegexp", "options": "^alpha .*"},
+                  "properties": [{"id": "custom.lineStyle",
+                                  "value": {"fill": "dash", "dash": [10, 10]}},
+                                 {"id": "custom.lineWidth", "value": 2}]}
+    lay.add(timeseries("Risk upper bound vs alpha: $method",
                        [target(f"max by (suite, model, certificate) "
-                               f'(certmon_risk_upper_bound{{method="r_autoeval_plus", {f}}})',
-                               legend="{{suite}}/{{model}} {{certificate}}")],
-                       unit="percentunit", minimum=0,
-                       description="Upper end of the R-AutoEval+ confidence sequence; a model is "
-                                   "certified once it stays below alpha with enough evidence."),
+                               f'(certmon_risk_upper_bound{{method="$method", {f}}})',
+                               legend="{{suite}}/{{model}} {{certificate}}", ref="A"),
+                        target(f"max by (suite, model, certificate) "
+                               f"(certmon_certificate_alpha{{{f}}})",
+                               legend="alpha {{suite}}/{{model}} {{certificate}}", ref="B")],
+                       unit="percentunit", minimum=0, overrides=[alpha_line],
+                       description="Upper end of the confidence sequence of the chosen method "
+                                   "(variable `method`); dashed: each certificate's alpha. A "
+                                   "model is certified once its bound stays below alpha with "
+                                   "enough evidence."),
             12, 8)
     lay.add(timeseries("Labels received per minute",
                        [target(f"60 * sum by (suite, model) "
@@ -257,10 +289,11 @@ def fleet() -> dict[str, Any]:
                       variable("suite", "label_values(certmon_rounds_total, suite)", "Suite",
                                multi=True),
                       variable("model", 'label_values(certmon_rounds_total{suite=~"$suite"}, '
-                                        "model)", "Model", multi=True)],
-                     [{"title": "Model drill-down", "type": "link", "icon": "dashboard",
-                       "url": "/d/certmon-model/certmon-model", "keepTime": True,
-                       "includeVars": True}])
+                                        "model)", "Model", multi=True),
+                      variable("method", "label_values(certmon_risk_upper_bound, method)",
+                               "Method")],
+                     [link("Model drill-down", "/d/certmon-model/certmon-model",
+                           include_vars=True)])
 
 
 def operations_row(lay: Layout) -> None:
@@ -279,9 +312,16 @@ def operations_row(lay: Layout) -> None:
     ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
             12, 8)
     lay.add(stat("Checkpoint age",
-                 "time() - max(certmon_checkpoint_last_success_timestamp_seconds > 0)",
+                 "max(time() - (certmon_checkpoint_last_success_timestamp_seconds > 0))",
                  unit="s", thresholds=[(None, "green"), (900, "orange"), (3600, "red")],
-                 description="Seconds since the last durable checkpoint."), 4, 8)
+                 description="Seconds since the last durable checkpoint of the stalest "
+                             "replica. An idle replica has nothing to checkpoint and ages "
+                             "harmlessly: see Events awaiting a checkpoint (the checkpoint "
+                             "alerts fire only while that is above 0)."), 4, 4)
+    lay.add(stat("Events awaiting a checkpoint", "sum(certmon_checkpoint_pending_events)",
+                 unit="none", description="Events read since the last durable checkpoint, "
+                                          "all replicas: what a crash now would replay."),
+            4, 4)
     lay.add(timeseries("Checkpoint duration", [
         target("histogram_quantile(0.5, sum by (le) "
                "(rate(certmon_checkpoint_duration_seconds_bucket[$__rate_interval])))", "p50",
@@ -304,10 +344,19 @@ def operations_row(lay: Layout) -> None:
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
                "{{kind}}"),
     ], minimum=0), 6, 8)
-    lay.add(stat("certmon up", "min(certmon_up)", thresholds=[(None, "red"), (1, "green")],
+    lay.add(stat("certmon up", f"min({UP}) or on () vector(0)",
+                 thresholds=[(None, "red"), (1, "green")],
+                 description="up while every certmon target is scraped; down when any "
+                             "replica is down or no target is scraped at all.",
                  mappings=[{"type": "value", "options": {"0": {"text": "down"},
                                                          "1": {"text": "up"}}}]), 4, 4)
-    lay.add(stat("Version", "count by (version) (certmon_build_info)", unit="none"), 4, 4)
+    lay.add(stat("Replicas up", f"sum({UP})", unit="none",
+                 description="certmon targets scraped successfully (no data: none known)."),
+            4, 4)
+    lay.add(stat("Version", "count by (version) (certmon_build_info)", unit="none",
+                 legend="{{version}}", text_mode="name",
+                 description="certmon version of the running replicas (one per version)."),
+            4, 4)
 
 
 def model() -> dict[str, Any]:
@@ -391,8 +440,7 @@ def model() -> dict[str, Any]:
                                  'model="$model"}, certificate)', "Certificate"),
          variable("method", 'label_values(certmon_risk_estimate{suite="$suite", '
                             'model="$model"}, method)', "Method", multi=True)],
-        [{"title": "Fleet overview", "type": "link", "icon": "dashboard",
-          "url": "/d/certmon-fleet/certmon-fleet", "keepTime": True}])
+        [link("Fleet overview", "/d/certmon-fleet/certmon-fleet")])
 
 
 def render() -> dict[str, str]:

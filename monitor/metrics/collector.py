@@ -37,7 +37,9 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_certificate_certified_round", "Round at which certify crossed (0 = never).", _METHOD),
     ("certmon_certificate_violated_round", "Round at which violate crossed (0 = never).", _METHOD),
     ("certmon_certificate_last_change_timestamp_seconds",
-     "Unix time of the certificate's last state change.", _METHOD),
+     "Event time of the certificate's last state change: the ts field (Unix seconds) of the "
+     "event that changed it, not the time certmon processed it (a replay shows old times).",
+     _METHOD),
     ("certmon_certificate_primary",
      "1 for the certificate's primary method (the one that drives alerts), 0 for the others.",
      _METHOD),

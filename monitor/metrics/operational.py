@@ -11,6 +11,7 @@ from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from monitor.alerts import ALERT_KINDS
@@ -71,6 +72,30 @@ class _BeforeScrape(Collector):
         return []
 
 
+class _WithoutCreated(Collector):
+    """Exposes the wrapped metrics without their ``_created`` samples.
+
+    prometheus_client can only turn ``_created`` off process-wide
+    (``disable_created_metrics()``, global state); wrapping the metrics in one collector of this
+    registry drops them for this registry alone.
+    """
+
+    def __init__(self, metrics: list[MetricWrapperBase]) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        """Describe the wrapped metrics (their names, without samples)."""
+        for metric in self._metrics:
+            yield from metric.describe()
+
+    def collect(self) -> Iterable[Metric]:
+        """Collect the wrapped metrics, leaving out every ``*_created`` sample."""
+        for metric in self._metrics:
+            for family in metric.collect():
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+                yield family
+
+
 class OperationalMetrics:
     """Counters, histograms and gauges that describe how a certmon process is doing.
 
@@ -96,7 +121,12 @@ class OperationalMetrics:
     ``certmon_alerts_emitted_total{kind}``, ``certmon_event_processing_seconds`` (histogram),
     ``certmon_checkpoint_duration_seconds`` (histogram),
     ``certmon_checkpoint_last_success_timestamp_seconds``, ``certmon_checkpoints_total``,
+    ``certmon_checkpoint_pending_events``, ``certmon_events_unrouted_total``,
     ``certmon_checkpoint_failures_total``, ``certmon_up`` and ``certmon_build_info{version}``.
+    Counters and histograms export no ``_created`` series (for this registry only).
+    ``certmon_checkpoint_pending_events`` counts events read since the last durable checkpoint
+    (what a crash now would replay): the checkpoint alerts fire only while it is positive, so a
+    healthy instance whose input went quiet does not page.
     All methods are thread-safe (prometheus_client metrics lock internally).
 
     Examples
@@ -117,6 +147,10 @@ class OperationalMetrics:
     1700000000.0
     >>> registry.get_sample_value("certmon_build_info", {"version": "0.1.0"})
     1.0
+    >>> registry.get_sample_value("certmon_checkpoint_pending_events")
+    0.0
+    >>> registry.get_sample_value("certmon_events_received_created") is None
+    True
     """
 
     def __init__(
@@ -129,37 +163,55 @@ class OperationalMetrics:
             registry.register(_BeforeScrape(before_scrape))
         self._received = Counter(
             "certmon_events_received", "Events read from the source (before validation).",
-            registry=registry,
+            registry=None,
         )
         self._rejected = Counter(
             "certmon_events_rejected", "Events rejected to the dead-letter sink, by reason.",
-            ["reason"], registry=registry,
+            ["reason"], registry=None,
         )
         self._duplicate = Counter(
             "certmon_events_duplicate", "Duplicate events dropped, by reason.",
-            ["reason"], registry=registry,
+            ["reason"], registry=None,
         )
         self._alerts = Counter(
-            "certmon_alerts_emitted", "Alerts emitted, by kind.", ["kind"], registry=registry,
+            "certmon_alerts_emitted", "Alerts emitted, by kind.", ["kind"], registry=None,
         )
         self._event_seconds = Histogram(
-            "certmon_event_processing_seconds", "Time to process one event.",
-            buckets=EVENT_BUCKETS, registry=registry,
+            "certmon_event_processing_seconds",
+            "Processing time of the first event of each processing batch (sampled: one "
+            "observation per batch, not per event).",
+            buckets=EVENT_BUCKETS, registry=None,
         )
         self._checkpoint_seconds = Histogram(
             "certmon_checkpoint_duration_seconds", "Time to write one durable checkpoint.",
-            buckets=CHECKPOINT_BUCKETS, registry=registry,
+            buckets=CHECKPOINT_BUCKETS, registry=None,
         )
         self._checkpoint_ts = Gauge(
             "certmon_checkpoint_last_success_timestamp_seconds",
             "Unix time of the last durable checkpoint (0 = none yet).", registry=registry,
         )
         self._checkpoints = Counter(
-            "certmon_checkpoints", "Checkpoints written.", registry=registry,
+            "certmon_checkpoints", "Checkpoints written.", registry=None,
         )
         self._checkpoint_failures = Counter(
-            "certmon_checkpoint_failures", "Checkpoint writes that failed.", registry=registry,
+            "certmon_checkpoint_failures", "Checkpoint writes that failed.", registry=None,
         )
+        self._unrouted = Counter(
+            "certmon_events_unrouted",
+            "Valid events of a suite (or model) this process is not configured for, dropped "
+            "(one counter for all suites, so unknown suite names cannot grow the label set).",
+            registry=None,
+        )
+        self._pending = Gauge(
+            "certmon_checkpoint_pending_events",
+            "Events read since the last durable checkpoint (what a crash now would replay).",
+            registry=registry,
+        )
+        registry.register(_WithoutCreated([
+            self._received, self._rejected, self._duplicate, self._alerts, self._event_seconds,
+            self._checkpoint_seconds, self._checkpoints, self._checkpoint_failures,
+            self._unrouted,
+        ]))
         self._up = Gauge("certmon_up", "1 while the process is running its loop.",
                          registry=registry)
         build = Gauge("certmon_build_info", "Build information (always 1).", ["version"],
@@ -175,6 +227,11 @@ class OperationalMetrics:
     def events_received(self, count: int = 1) -> None:
         """Count ``count`` events read from the source (accepted or not)."""
         self._received.inc(count)
+        self._pending.inc(count)
+
+    def unrouted(self, count: int = 1) -> None:
+        """Count ``count`` valid events dropped because no configured suite/model owns them."""
+        self._unrouted.inc(count)
 
     def rejected(self, reason: str) -> None:
         """Count one event rejected with the given reason code."""
@@ -193,8 +250,13 @@ class OperationalMetrics:
         self._event_seconds.observe(seconds)
 
     def checkpoint_written(self, duration: float, timestamp: float) -> None:
-        """Record a durable checkpoint: its duration (s) and its completion Unix time."""
+        """Record a durable checkpoint: its duration (s) and its completion Unix time.
+
+        Resets ``certmon_checkpoint_pending_events``: call :meth:`events_received` for every
+        event the checkpoint covers first.
+        """
         self._checkpoint_seconds.observe(duration)
+        self._pending.set(0)
         self._checkpoint_ts.set(timestamp)
         self._checkpoints.inc()
 

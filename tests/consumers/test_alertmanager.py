@@ -94,7 +94,9 @@ def test_labels_annotations_and_times() -> None:
         "http://grafana:3000/d/certmon-model/certmon-model?var-suite=qa&var-model=m1"
     )
     assert alert["generatorURL"] == ann["dashboard"]
-    assert alert["startsAt"] == "2025-11-21T04:39:50.000000Z"
+    # startsAt = processing time (the sink's clock), not the event's ts; the latter is annotated
+    assert alert["startsAt"] == "2025-11-21T04:40:00.000000Z"
+    assert ann["event_time"] == "2025-11-21T04:39:50.000000Z"
     assert alert["endsAt"] == "2025-11-21T04:44:00.000000Z"  # now + 4 * 60 s
 
 

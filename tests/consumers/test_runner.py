@@ -100,3 +100,48 @@ def test_iter_source_resume() -> None:
     assert src.read(10) == [b"c"] and src.position() == {"kind": "iter", "count": 3}
     assert src.event_source(0) == {"kind": "iter", "index": 3}
     assert src.read(10) == [] and src.position() == {"kind": "iter", "count": 3}
+
+
+def test_pending_events_gauge_and_unrouted_counter(tmp_path: Path) -> None:
+    """certmon_checkpoint_pending_events is what a crash would replay: 0 after the final
+    checkpoint (an idle instance must not look stale); events of unconfigured suites count in
+    one unlabelled counter; counters export no _created series."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from monitor.metrics import OperationalMetrics
+
+    cfg = CertmonConfig.model_validate({
+        "suites": [{"name": "s", "audit_rate": 0.3, "certificates": [
+            {"name": "risk", "alpha": 0.5, "delta": 0.1, "methods": ["r_eval"],
+             "cs_grid": 30}]}],
+        "checkpoint": {"dir": str(tmp_path / "ck"), "every_events": 1000},
+    })
+    lines = events(20) + [line.replace(b'"suite": "s"', b'"suite": "typo"')
+                          for line in events(5)[:5]]
+    registry = CollectorRegistry()
+    ops = OperationalMetrics(registry)
+    runner = Runner(cfg, outputs(), store=LocalDirectoryStore(str(tmp_path / "ck")),
+                    metrics=ops)
+    runner.SYNC_EVERY = 5  # sync the metrics every 5 events, so the run shows pending ones
+    seen: list[float | None] = []
+
+    class Watched:
+        """Records the pending gauge before each read."""
+
+        def __init__(self) -> None:
+            self.src = IterSource(iter(lines))
+
+        def read(self, limit: int) -> list[bytes]:
+            seen.append(registry.get_sample_value("certmon_checkpoint_pending_events"))
+            return self.src.read(limit)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.src, name)
+
+    runner.run(Watched())  # type: ignore[arg-type]
+    assert max(v or 0 for v in seen) > 0  # events waited for a checkpoint during the run
+    assert registry.get_sample_value("certmon_checkpoint_pending_events") == 0
+    assert registry.get_sample_value("certmon_events_received_total") == len(lines)
+    assert registry.get_sample_value("certmon_events_unrouted_total") == 5
+    text = generate_latest(registry).decode()
+    assert "_created" not in text

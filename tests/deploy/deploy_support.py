@@ -223,7 +223,7 @@ def _cli_available() -> bool:
         shutil.which("certmon") is not None)
 
 
-def _wait_processed(url: str, expected: dict[str, Any], proc: subprocess.Popen[bytes] | None,
+def wait_processed(url: str, expected: dict[str, Any], proc: subprocess.Popen[bytes] | None,
                     log: Path | None, timeout: float = 30.0) -> None:
     """Wait until the scraped per-model round counts equal the expected state's."""
     want = {
@@ -251,12 +251,18 @@ def start_certmon(workdir: Path) -> CertmonEndpoint:
     events = simulated_events()
     state = expected_state(events)
     if _cli_available() and os.environ.get("CERTMON_DEPLOY_INPROCESS") != "1":
-        return _start_process(workdir, events, state)
+        return start_process(workdir, events, state)
     return _start_in_process(events, state)
 
 
-def _start_process(workdir: Path, events: list[bytes], state: dict[str, Any]) -> CertmonEndpoint:
+def start_process(workdir: Path, events: list[bytes], state: dict[str, Any],
+                  alertmanager: str | None = None) -> CertmonEndpoint:
+    """``certmon run`` following ``workdir/events.jsonl`` (written from ``events``), once it has
+    processed them; alerts also pushed to ``alertmanager`` (a base URL) when given."""
     port = free_port()
+    alerts = f"file:{workdir / 'alerts.jsonl'}"
+    alerts_sink = f'["{alerts}", "alertmanager:{alertmanager}"]' if alertmanager else f'"{alerts}"'
+
     stream = workdir / "events.jsonl"
     stream.write_bytes(b"\n".join(events) + b"\n")
     config = workdir / "certmon.toml"
@@ -275,7 +281,7 @@ path = "{stream}"
 follow = true
 
 [sinks]
-alerts = "file:{workdir / 'alerts.jsonl'}"
+alerts = {alerts_sink}
 requests = "none"
 dead_letters = "file:{workdir / 'dead.jsonl'}"
 """)
@@ -297,7 +303,7 @@ dead_letters = "file:{workdir / 'dead.jsonl'}"
         log.close()
 
     try:
-        _wait_processed(url, state, proc, log_path)
+        wait_processed(url, state, proc, log_path)
     except BaseException:
         close()
         raise

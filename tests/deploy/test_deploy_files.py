@@ -113,6 +113,12 @@ def test_k8s_manifests_have_required_fields() -> None:
         assert (K8S / resource).is_file(), resource
 
     sts, svc, sm = docs["StatefulSet"], docs["Service"], docs["ServiceMonitor"]
+    # kube-prometheus-stack selects ServiceMonitors and PrometheusRules by `release` (its Helm
+    # release name); without it nothing is scraped and no rule is loaded, silently.
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert docs[kind]["metadata"]["labels"].get("release") == "kube-prometheus-stack", kind
+        patches = [p for p in kustomization["patches"] if p["target"]["kind"] == kind]
+        assert patches and "/metadata/labels/release" in patches[0]["patch"], kind
     labels = sts["spec"]["template"]["metadata"]["labels"]
     assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert svc["spec"]["selector"].items() <= labels.items()

@@ -61,3 +61,14 @@ def test_operational_counters_match_engine_counters(certmon: CertmonEndpoint) ->
     assert have == want
     assert got[("certmon_up", ())] == 1
     assert got[("certmon_checkpoints_total", ())] >= 1
+
+
+def test_no_created_series(certmon: CertmonEndpoint) -> None:
+    """Counters and histograms export no *_created series (a second series per counter that
+    dashboards never use and that looks like a counter to PromQL name globs)."""
+    import urllib.request
+
+    with urllib.request.urlopen(certmon.metrics_url, timeout=5) as resp:
+        text = resp.read().decode()
+    assert "certmon_events_received_total" in text
+    assert "_created" not in text
