@@ -421,6 +421,24 @@ def model() -> dict[str, Any]:
         target(f"60 * sum(rate(certmon_judge_events_total{{{m}}}[$__rate_interval]))",
                "judge events", "B"),
     ], minimum=0), 12, 8)
+    dashed = {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
+              "color": {"mode": "fixed", "fixedColor": "red"}}
+    lay.add(timeseries("Change detection: regression statistic vs threshold", [
+        target(f"certmon_regression_statistic{{{c}}}", "regression", "A"),
+        target(f"certmon_improvement_statistic{{{c}}}", "improvement (violated)", "B"),
+        target(f"certmon_regression_threshold{{{c}}}", "threshold", "C"),
+    ], overrides=[by_name("threshold", dashed)],
+        description="e-Shiryaev-Roberts statistics (log scale in spirit: alarms at the "
+                    "threshold A; average run length without a change >= A). An alarm ends "
+                    "the epoch."), 12, 8)
+    lay.add(timeseries("Epoch and judge drift", [
+        target(f"certmon_certificate_epoch{{{c}}}", "epoch", "A"),
+        target(f"certmon_judge_drift_statistic{{{m}}} / "
+               f"certmon_judge_drift_threshold{{{m}}}", "judge drift {{signal}} / threshold",
+               "B"),
+    ], minimum=0, description="The certificate's epoch (a new one after each regression or "
+                              "improvement) and the judge-drift statistics as a share of their "
+                              "thresholds (1 = alarm)."), 12, 8)
     lay.add({
         "type": "state-timeline", "title": "Certificate state", "datasource": DS,
         "targets": [target(STATE_CODE.format(f=c), legend="{{method}}")],

@@ -85,6 +85,15 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
      "unsolicited_labels"),
     ("certmon_label_requests", "Label requests emitted.", "label_requests"),
 )
+# (name without _total, documentation, key in the certificate's "epoch" view)
+_EPOCH_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("certmon_regressions", "Epochs ended by a regression alarm (regression alerts).",
+     "regressions"),
+    ("certmon_improvements", "Epochs of a violated certificate ended by an improvement alarm.",
+     "improvements"),
+    ("certmon_certificates_lost", "Regressions of a certified model (certificate_lost alerts).",
+     "certificates_lost"),
+)
 _EXPIRED = ("certmon_expired_units", "Join entries dropped after their time bound.")
 _EXPIRED_KINDS = (("pending", "expired_pending"), ("orphan_label", "expired_orphans"))
 _READ_ATTEMPTS = 3
@@ -137,6 +146,11 @@ class _Families:
         self.stratum_labels = CounterMetricFamily(
             "certmon_stratum_labels", "Labels used by the stratified certificate, per stratum.",
             labels=list(_STRATUM))
+        self.epochs = {name: CounterMetricFamily(name, doc, labels=list(_CERT))
+                       for name, doc, _ in _EPOCH_COUNTERS}
+        self.judge_drifts = CounterMetricFamily(
+            "certmon_judge_drift_alarms", "Judge-drift alarms of the model (judge_drift alerts).",
+            labels=list(_MODEL))
         self.refused = CounterMetricFamily(
             "certmon_refused_model_events",
             "Events of models refused because the suite's Bonferroni family is full.",
@@ -152,6 +166,8 @@ class _Families:
         yield from self.counters.values()
         yield self.expired
         yield self.stratum_labels
+        yield from self.epochs.values()
+        yield self.judge_drifts
         yield self.refused
 
 
@@ -277,6 +293,9 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
             families.expired.add_metric([*key, kind], number)
     families.gauge("certmon_judge_bias", key, view.get("judge_bias"))
     families.gauge("certmon_pending_units", key, view.get("pending_units"))
+    drifts = _num(_mapping(view.get("judge_drift")).get("alarms"))
+    if drifts is not None:
+        families.judge_drifts.add_metric(key, drifts)
     for signal, det in sorted(_mapping(view.get("judge_drift")).items()):
         if isinstance(det, Mapping):
             families.gauge("certmon_judge_drift_statistic", [*key, str(signal)],
@@ -295,6 +314,10 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
 
 
 def _add_epoch(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
+    for name, _, count_key in _EPOCH_COUNTERS:
+        number = _num(view.get(count_key))
+        if number is not None:
+            families.epochs[name].add_metric(key, number)
     families.gauge("certmon_certificate_epoch", key, view.get("epoch"))
     families.gauge("certmon_certificate_epoch_start_round", key, view.get("started_round"))
     reg = _mapping(view.get("regression_detector"))

@@ -73,6 +73,9 @@ class CertificateEpochs:
     regression: PPIRiskDetector | None = None
     improvement: PPIRiskDetector | None = None
     armed: bool = True
+    regressions: int = 0  # epochs ended by a regression alarm
+    improvements: int = 0  # epochs ended by an improvement alarm
+    lost: int = 0  # regressions of a certified epoch (certificate_lost)
 
     @classmethod
     def new(cls, alpha: float, arl: float | None = None) -> CertificateEpochs:
@@ -133,6 +136,11 @@ class CertificateEpochs:
         self.history.append([self.number, self.started_round, model_rounds, self.reason,
                              reason, status])
         del self.history[:-HISTORY]
+        if reason == "regression":
+            self.regressions += 1
+            self.lost += status == "certified"
+        else:
+            self.improvements += 1
         self.number += 1
         self.started_round = model_rounds
         self.started_ts = ts
@@ -170,6 +178,9 @@ class CertificateEpochs:
                 "rounds": self.improvement.rounds,
             },
             "history": [dict(zip(keys, h, strict=True)) for h in self.history],
+            "regressions": self.regressions,
+            "improvements": self.improvements,
+            "certificates_lost": self.lost,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,6 +192,7 @@ class CertificateEpochs:
             "regression": None if self.regression is None else self.regression.to_state(),
             "improvement": None if self.improvement is None else self.improvement.to_state(),
             "armed": self.armed,
+            "ended": [self.regressions, self.improvements, self.lost],
         }
 
     @classmethod
@@ -192,10 +204,14 @@ class CertificateEpochs:
         if d["reason"] not in ("start", "regression", "improvement"):
             raise ValueError(f"bad epoch reason {d['reason']!r}")
         reg, imp = d["regression"], d["improvement"]
+        ended = [int(v) for v in d.get("ended", [0, 0, 0])]
+        if len(ended) != 3 or min(ended) < 0 or ended[2] > ended[0]:
+            raise ValueError(f"bad epoch counts {ended}")
         return cls(
             float(d["alpha"]), None if d["arl"] is None else float(d["arl"]), number, started,
             None if d["started_ts"] is None else float(d["started_ts"]), str(d["reason"]),
             [list(h) for h in d["history"]][-HISTORY:],
             None if reg is None else PPIRiskDetector.from_state(reg),
             None if imp is None else PPIRiskDetector.from_state(imp), bool(d["armed"]),
+            *ended,
         )
