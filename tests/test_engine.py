@@ -120,7 +120,7 @@ def test_round_uses_block_mean_then_resets() -> None:
     eng.process(ev("label", "l1", "x", loss=0.0))
     eng.process(ev("judge", "j2", "y", loss=1.0, audit=True))
     eng.process(ev("label", "l2", "y", loss=1.0))  # empty block: None
-    ref = RiskMonitor(0.3, 0.1, "r_autoeval_plus", BetConfig("wsr"), n_rhos=3, cs_grid=40)
+    ref = RiskMonitor(0.3, 0.1, "r_autoeval_plus", BetConfig(), n_rhos=3, cs_grid=40)
     ref.update(0.0, 0.0, 2.0 / 3.0)
     ref.update(1.0, 1.0, None)
     mon = eng.suites["qa"].models["m"].monitors[("risk", "r_autoeval_plus")]

@@ -329,7 +329,7 @@ class PlugInEProcess:
         ep._lw = lw
         ep._sums = sums
         ep._rounds = int(d["rounds"])
-        ep._log_e = None
+        ep._log_e = 0.0 if ep._rounds == 0 else None  # as a fresh process: exactly 0
         if ep._plug:
             ep._set_rho(plugin_rho(ep._rounds, sums, ep._alpha, ep._c, ep._side, ep._rhos))
         return ep
