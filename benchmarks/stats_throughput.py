@@ -103,8 +103,12 @@ def main() -> None:
     args = ap.parse_args()
     rounds = make_rounds(args.rounds, args.seed)
     base, base_wall = rate(RunningMean, rounds)
-    wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up")
+    wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up", up_grid=64)
+    plug = BetConfig()  # the default since issue 13: plugin_up
     cases = [
+        ("R-AutoEval+ S=10 plugin_up, no CS", plug, None, args.rounds // 2),
+        ("R-AutoEval+ S=10 plugin_up, CS 1000", plug, 1000, args.rounds // 20),
+        ("R-Eval plugin_up, no CS", plug, None, args.rounds // 2),
         ("R-AutoEval+ S=10 WSR, no CS", wsr, None, args.rounds),
         ("R-AutoEval+ S=10 UP(64), no CS", up, None, args.rounds // 5),
         ("R-AutoEval+ S=10 WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
@@ -127,6 +131,8 @@ def main() -> None:
     print(f"\n{'certificate, 3 methods (S=10)':40s} {'rounds':>8s} {'3 monitors/s':>13s} "
           f"{'group/s':>14s} {'group/3 mon.':>14s}")
     for name, bet, grid, n in [
+        ("plugin_up (default), no CS", plug, None, args.rounds // 2),
+        ("plugin_up (default), CS grid 1000", plug, 1000, args.rounds // 20),
         ("WSR, no CS", wsr, None, args.rounds),
         ("WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
         ("UP(64), no CS", up, None, args.rounds // 5),

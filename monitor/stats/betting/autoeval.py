@@ -229,9 +229,16 @@ class AutoEvalTest:
     def advance(self, human: float, judge: float, block_mean: float | None) -> None:
         """Process one round whose losses were already validated (see :func:`check_round`)."""
         if self._pl is not None:
-            d0 = None if block_mean is None else block_mean - judge
-            self._pl.advance(human, 0.0 if d0 is None else d0)
-            self.record(human, d0)
+            if block_mean is None:
+                mx = self._pl.advance(human, 0.0)
+            else:
+                d0 = block_mean - judge
+                mx = self._pl.advance(human, d0)
+                self._sum_shift += d0
+            self._sum_human += human
+            self._log_e_cache = None
+            if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:  # as in :meth:`record`
+                self._update_max(self._pl.log_wealth)
             return
         if self._ep is None:  # pragma: no cover - one of the two is always set
             raise RuntimeError("AutoEvalTest without e-process")
@@ -260,11 +267,14 @@ class AutoEvalTest:
         # the mixture is a convex combination, so log_e <= max_s log E_s: the exact value is
         # only needed when it could set a new maximum (and hence cross the threshold)
         if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:
-            log_e = self._mixture(mx)
-            if log_e > self._max_log_e:
-                self._max_log_e = log_e
-                if self._crossed is None and log_e >= self._log_threshold:
-                    self._crossed = self.rounds
+            self._update_max(self._mixture(mx))
+
+    def _update_max(self, log_e: float) -> None:
+        self._log_e_cache = log_e
+        if log_e > self._max_log_e:
+            self._max_log_e = log_e
+            if self._crossed is None and log_e >= self._log_threshold:
+                self._crossed = self.rounds
 
     def _row_ep(self) -> BettingEProcess:
         if self._ep is None:

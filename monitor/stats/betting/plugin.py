@@ -160,7 +160,7 @@ class PlugInEProcess:
     --------
     >>> ep = PlugInEProcess(0.3, 0.1, "certify", [0.0, 0.5, 1.0], BetConfig())
     >>> for _ in range(40):
-    ...     ep.advance(0.0, 0.0)
+    ...     _ = ep.advance(0.0, 0.0)
     >>> ep.log_wealth > math.log(10), ep.rounds, ep.rho
     (True, 40, 0.0)
     >>> PlugInEProcess.from_state(ep.to_state()).to_state() == ep.to_state()
@@ -201,7 +201,15 @@ class PlugInEProcess:
         self._plug = len(rs) > 1
         self._sgn = 1.0 if side == "certify" else -1.0
         self._off = 1.0 - self._alpha if side == "certify" else self._alpha
-        self._lam, w = bet_grid(self._alpha, side, self._c)
+        lam, w = bet_grid(self._alpha, side, self._c)
+        if not self._plug:
+            # a fixed reliance clips the same cells every round: merge equal bets (exact)
+            cap = self._c / (self._off + rs[0])
+            keep = [v for v in lam if v < cap]
+            lam, w = keep + [cap], w[: len(keep)] + [sum(w[len(keep):])]
+            if w[-1] == 0.0:
+                lam, w = lam[:-1], w[:-1]
+        self._lam = lam
         self._log_prior = [math.log(v) for v in w]
         self._lw = [0.0] * len(self._lam)
         self._rounds = 0
@@ -257,7 +265,8 @@ class PlugInEProcess:
 
     @property
     def sums(self) -> list[float]:
-        """``sum l, sum d, sum l^2, sum l d, sum d^2`` over the rounds seen."""
+        """``sum l, sum d, sum l^2, sum l d, sum d^2`` over the rounds seen (plug-in only;
+        zeros for a fixed reliance)."""
         return list(self._sums)
 
     @property
@@ -284,21 +293,28 @@ class PlugInEProcess:
         return sum(a * b for a, b in zip(e, self._bets, strict=True)) / sum(e)
 
     # ------------------------------------------------------------------ update
-    def advance(self, human: float, shift: float) -> None:
-        """One validated round: human loss ``l`` and ``d = b - f`` (0 for an empty block)."""
+    def advance(self, human: float, shift: float) -> float:
+        """One validated round: human loss ``l`` and ``d = b - f`` (0 for an empty block).
+
+        Returns the largest cell log wealth after the round (an upper bound of the mixture).
+        """
         x = self._sgn * (self._alpha - (human + self._rho * shift))
         log1p = math.log1p
-        self._lw = [a + log1p(b * x) for a, b in zip(self._lw, self._bets, strict=True)]
+        lw = [a + log1p(b * x) for a, b in zip(self._lw, self._bets, strict=True)]
+        self._lw = lw
         self._rounds += 1
         self._log_e = None
-        s = self._sums
-        self._sums = [s[0] + human, s[1] + shift, s[2] + human * human, s[3] + human * shift,
-                      s[4] + shift * shift]
-        if self._plug:
-            r = plugin_rho(self._rounds, self._sums, self._alpha, self._c, self._side,
-                           self._rhos)
+        if self._plug:  # the running sums only feed the plug-in reliance
+            s = self._sums
+            s[0] += human
+            s[1] += shift
+            s[2] += human * human
+            s[3] += human * shift
+            s[4] += shift * shift
+            r = plugin_rho(self._rounds, s, self._alpha, self._c, self._side, self._rhos)
             if r != self._rho:
                 self._set_rho(r)
+        return max(lw)
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:

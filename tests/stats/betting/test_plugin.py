@@ -194,7 +194,7 @@ def test_predictable_rho_and_bets() -> None:
         out = []
         for h, f, b in rows:
             out.append((ep.rho, ep.next_bet))
-            ep.advance(h, b - f)
+            _ = ep.advance(h, b - f)
         return out
 
     base = trace(data)
@@ -210,7 +210,7 @@ def test_factors_stay_positive_at_extreme_inputs() -> None:
         for alpha in (0.01, 0.5, 0.99):
             ep = PlugInEProcess(alpha, 0.1, side, [0.0, 0.5, 1.0], BetConfig())
             for h, f, b in [(1, 0, 1), (0, 1, 0), (1, 1, 0), (0, 0, 1)] * 50:
-                ep.advance(float(h), float(b - f))
+                _ = ep.advance(float(h), float(b - f))
                 assert math.isfinite(ep.log_wealth)
             assert min(ep.to_state()["log_wealth_cells"]) > 200 * math.log(0.05) - 1e-9
 
