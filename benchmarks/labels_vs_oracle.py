@@ -205,7 +205,7 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
     for k, dl in enumerate(DELTAS):
         oracle, oracle0 = thrs[k] / g_best, thrs[k] / g_eval
         old, old0 = run_wsr(data, dl, 0.5, None)
-        paper, paper0 = run_wsr(data, dl, 0.75, max(1, round(oracle)))
+        paper, _ = run_wsr(data, dl, 0.75, max(1, round(oracle)))
         rows.append({
             "scenario": name, "gamma": gamma, "delta": dl, "oracle": oracle, "oracle0": oracle0,
             "old": median(old) / oracle, "new": median(plus[k]) / oracle,
@@ -275,14 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--quick", action="store_true", help="40 repetitions, no Beta table")
     ap.add_argument("--png", type=Path,
-                    default=Path(__file__).resolve().parent.parent / "deploy/img/labels_vs_oracle.png")
+                    default=Path(__file__).resolve().parents[1] / "deploy/img/labels_vs_oracle.png")
     args = ap.parse_args(argv)
     reps = 40 if args.quick else args.reps
     t0 = time.perf_counter()
     rows: list[dict[str, object]] = []
     for i, g in enumerate(GAMMAS):
         gb, g0 = clairvoyant_growth(lambda rho, g=g: example1_q(g, rho))
-        rows += scenario("Example 1", g, lambda n, T, g=g, i=i: example1_data(g, n, T, args.seed + i),
+        rows += scenario("Example 1", g,
+                         lambda n, T, g=g, i=i: example1_data(g, n, T, args.seed + i),
                          gb, g0, reps, args.up_grid, True)
     print_table(f"Example 1, Bernoulli losses, certify side, {reps} repetitions (median labels /"
                 " clairvoyant)", rows)
@@ -290,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         for i, g in enumerate(GAMMAS):
             gb, g0 = clairvoyant_growth(beta_q(g))
-            beta += scenario("Beta", g, lambda n, T, g=g, i=i: beta_data(g, n, T, args.seed + 10 + i),
+            beta += scenario("Beta", g,
+                             lambda n, T, g=g, i=i: beta_data(g, n, T, args.seed + 10 + i),
                              gb, g0, reps, args.up_grid, False)
         print_table(f"Beta(1/2, 4.5) losses, certify side, {reps} repetitions (clairvoyant by "
                     "Monte Carlo; UP not run)", beta)

@@ -317,8 +317,10 @@ class AutoEvalTest:
 
     @property
     def rho(self) -> float:
-        """Reliance of the next round: the plug-in choice (``"plugin_up"``), else the
-        rho-weighted mean reliance of the mixture."""
+        """Reliance of the next round.
+
+        The plug-in choice (``"plugin_up"``), else the rho-weighted mean reliance of the mixture.
+        """
         if self._pl is not None:
             return self._pl.rho
         return float(np.dot(self.rho_weights, self._rhos_arr))
@@ -368,8 +370,10 @@ class AutoEvalTest:
 
     @property
     def next_bets(self) -> np.ndarray:
-        """Each rho's bet for the next round, shape (S,) (``"plugin_up"``: the effective bet
-        of its one row, shape (1,))."""
+        """Each rho's bet for the next round, shape (S,).
+
+        ``"plugin_up"``: the effective bet of its one row, shape (1,).
+        """
         if self._pl is not None:
             return np.array([self._pl.next_bet])
         return self._row_ep().next_bets
@@ -426,8 +430,10 @@ class AutoEvalTest:
         return self._pl
 
     def is_twin_of(self, other: AutoEvalTest) -> bool:
-        """Tell whether :func:`advance_verified_pair` may advance ``self`` (certify) and
-        ``other`` (violate) in one pass (WSR twins on the same rows)."""
+        """Tell whether ``self`` (certify) and ``other`` (violate) are WSR twins.
+
+        Twins on the same rows may be advanced in one pass by :func:`advance_verified_pair`.
+        """
         return (self._ep is not None and other._ep is not None and self.side == "certify"
                 and self._ep.is_twin_of(other._ep))
 

@@ -29,9 +29,9 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
-    "BetConfig",
     "DEFAULT_CAP",
     "RULES",
+    "BetConfig",
     "Rule",
     "Side",
     "bet_cap",
@@ -146,8 +146,7 @@ class BetConfig:
             raise ValueError(f"bad BetConfig dict: {d!r}")
         if horizon is not None and not isinstance(horizon, int):
             raise ValueError(f"bad BetConfig horizon: {horizon!r}")
-        return cls(rule=rule, c=None if c is None else float(c),  # type: ignore[arg-type]
-                   horizon=horizon, up_grid=up)
+        return cls(rule=rule, c=None if c is None else float(c), horizon=horizon, up_grid=up)
 
 
 def bet_cap(alpha: float, lo: float, hi: float, side: Side, c: float) -> float:

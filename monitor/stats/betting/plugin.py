@@ -1,4 +1,4 @@
-"""The default bet rule ``"plugin_up"``: a predictable plug-in reliance and a small universal portfolio.
+"""The default bet rule ``"plugin_up"``: predictable plug-in reliance, small universal portfolio.
 
 Each round gives a human loss ``l`` in [0, 1], the judge loss ``f`` of the same unit and the
 mean ``b`` of a block of unaudited judge losses (``None`` if the block is empty; then
@@ -110,7 +110,7 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
-    """Fixed bets ``lam_k`` and their prior weights for one side.
+    """Return the fixed bets ``lam_k`` and their prior weights for one side.
 
     ``CELLS = 8`` midpoints of ``(0, lam0]`` with ``lam0 = c / max(alpha, 1 - alpha)`` share
     75% of the mass; a geometric extension ``lam0 sqrt(2)^j`` up to the side's largest cap
@@ -206,7 +206,7 @@ class PlugInEProcess:
             # a fixed reliance clips the same cells every round: merge equal bets (exact)
             cap = self._c / (self._off + rs[0])
             keep = [v for v in lam if v < cap]
-            lam, w = keep + [cap], w[: len(keep)] + [sum(w[len(keep):])]
+            lam, w = [*keep, cap], [*w[: len(keep)], sum(w[len(keep):])]
             if w[-1] == 0.0:
                 lam, w = lam[:-1], w[:-1]
         self._lam = lam
@@ -265,8 +265,10 @@ class PlugInEProcess:
 
     @property
     def sums(self) -> list[float]:
-        """``sum l, sum d, sum l^2, sum l d, sum d^2`` over the rounds seen (plug-in only;
-        zeros for a fixed reliance)."""
+        """``sum l, sum d, sum l^2, sum l d, sum d^2`` over the rounds seen.
+
+        Kept for the plug-in reliance only (zeros for a fixed reliance).
+        """
         return list(self._sums)
 
     @property

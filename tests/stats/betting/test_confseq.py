@@ -310,7 +310,8 @@ def test_initial_state_and_methods() -> None:
 
 
 @pytest.mark.parametrize(("rhos", "bet"), [
-    (np.array([0.0]), BetConfig("wsr")), (RHOS10, BetConfig("wsr")), (RHOS10[::3], BetConfig("wsr", horizon=300)),
+    (np.array([0.0]), BetConfig("wsr")), (RHOS10, BetConfig("wsr")),
+    (RHOS10[::3], BetConfig("wsr", horizon=300)),
     (np.array([0.0, 1.0]), BetConfig(rule="up", up_grid=6)),
 ])
 def test_bound_filter_is_exact(rhos: np.ndarray, bet: BetConfig,

@@ -15,7 +15,6 @@ import pytest
 
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.confseq import HedgedConfidenceSequence
-
 from tests.stats.binomial import clopper_pearson_lower
 
 DELTA = 0.1

@@ -17,7 +17,6 @@ from monitor.stats.betting.plugin import PlugInEProcess, bet_grid, plugin_rho
 from monitor.stats.betting.plugin_batch import PlugInBatch
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
-
 from tests.stats.binomial import clopper_pearson_lower
 
 SIDES: tuple[Side, ...] = ("certify", "violate")
@@ -56,10 +55,11 @@ def make_draw(risk: float, gamma: float, losses: str = "bernoulli", bias: float 
     return draw
 
 
-def run_batch(draw: Draw, alpha: float, reps: int, horizon: int, seed: int,
-              bet: BetConfig = BetConfig()) -> dict[tuple[str, str], np.ndarray]:
+def run_batch(draw: Draw, alpha: float, reps: int, horizon: int, seed: int
+              ) -> dict[tuple[str, str], np.ndarray]:
     """Running maximum of log E per (method, side) after ``horizon`` rounds, shape (reps,)."""
     rng = np.random.default_rng(seed)
+    bet = BetConfig()
     runs = {(m, s): PlugInBatch(alpha, s, method_rhos(m).tolist(), bet, reps)  # type: ignore[arg-type]
             for m in METHODS for s in SIDES}
     best = {k: np.zeros(reps) for k in runs}
@@ -227,7 +227,7 @@ def test_rejects_bad_config_and_state() -> None:
     st["log_wealth_cells"] = [0.0]
     with pytest.raises(ValueError, match="cells"):
         PlugInEProcess.from_state(st)
-    with pytest.raises(ValueError, match="losses|human"):
+    with pytest.raises(ValueError, match=r"losses|human"):
         AutoEvalTest(0.1, 0.1, "certify", [0.0], BetConfig()).update(1.5, 0.0, None)
 
 

@@ -18,7 +18,6 @@ import pytest
 
 from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
 from monitor.stats.betting.bets import BetConfig, bet_cap, up_grid, wsr_scale
-
 from tests.stats.binomial import clopper_pearson_lower
 
 Draw = Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
