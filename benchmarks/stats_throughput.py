@@ -25,13 +25,13 @@ same run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2
     WSR, CS grid 1000                        15,257 ->    25,135   (x1.65)
     UP(64), no CS                            10,803 ->    22,240   (x2.06)
 
-Issue 13 (2026-11-23, load average 2.5 on 2 CPUs, rounds per CPU-second, same run): the new
-default ``plugin_up`` against the old default WSR (per-round cost ratio in brackets):
+Issue 13 (2026-11-23, load average 1.9-2.0 on 2 CPUs, rounds per CPU-second, same run): the
+new default ``plugin_up`` against the old default WSR (per-round cost ratio in brackets):
 
-    RiskMonitor R-AutoEval+ S=10, no CS       WSR 139,901   plugin_up 102,513   (x1.36)
-    RiskMonitor R-Eval, no CS                 WSR 370,564   plugin_up 182,993   (x2.03)
-    CertificateGroup, 3 methods, no CS        WSR 108,603   plugin_up  49,361   (x2.20)
-    CertificateGroup, 3 methods, CS 1000      WSR  32,019   plugin_up  24,522   (x1.31)
+    RiskMonitor R-AutoEval+ S=10, no CS       WSR 141,877   plugin_up 130,668   (x1.09)
+    RiskMonitor R-Eval, no CS                 WSR 368,527   plugin_up 282,009   (x1.31)
+    CertificateGroup, 3 methods, no CS        WSR 107,031   plugin_up  68,992   (x1.55)
+    CertificateGroup, 3 methods, CS 1000      WSR  31,506   plugin_up  26,891   (x1.17)
 
 (the config default has ``cs_grid = 1000``; plugin_up tests share no rows, so the group runs
 six one-row tests where WSR shares one 10-row e-process per side).

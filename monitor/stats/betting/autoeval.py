@@ -236,9 +236,9 @@ class AutoEvalTest:
                 mx = self._pl.advance(human, d0)
                 self._sum_shift += d0
             self._sum_human += human
-            self._log_e_cache = None
-            if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:  # as in :meth:`record`
-                self._update_max(self._pl.log_wealth)
+            self._log_e_cache = mx  # the exact mixture (one row, cells mixed in linear scale)
+            if mx > self._max_log_e:
+                self._update_max(mx)
             return
         if self._ep is None:  # pragma: no cover - one of the two is always set
             raise RuntimeError("AutoEvalTest without e-process")
@@ -262,7 +262,7 @@ class AutoEvalTest:
             self._sum_shift += shift
         self._log_e_cache = None
         # the mixture (over rhos, or over bet cells for plugin_up) is at most its best member
-        mx = self._pl.max_cell_log_wealth if self._pl is not None else max(
+        mx = self._pl.log_wealth if self._pl is not None else max(
             self._row_ep().log_wealth_list())
         # the mixture is a convex combination, so log_e <= max_s log E_s: the exact value is
         # only needed when it could set a new maximum (and hence cross the threshold)

@@ -216,11 +216,14 @@ class PlugInEProcess:
             if w[-1] == 0.0:
                 lam, w = lam[:-1], w[:-1]
         self._lam = lam
-        self._log_prior = [math.log(v) for v in w]
-        self._lw = [0.0] * len(self._lam)
+        # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
+        # is ref + log(sum u) (renormalised before it can over- or underflow)
+        self._prior = list(w)
+        self._u = list(w)
+        self._ref = 0.0
         self._rounds = 0
         self._sums = [0.0] * 5
-        self._log_e: float | None = 0.0
+        self._log_e = 0.0
         self._set_rho(0.0 if self._plug else rs[0])
 
     def _set_rho(self, rho: float) -> None:
@@ -278,40 +281,38 @@ class PlugInEProcess:
         return list(self._sums)
 
     @property
-    def max_cell_log_wealth(self) -> float:
-        """Largest log wealth of a bet cell: an upper bound of :attr:`log_wealth`."""
-        return max(self._lw)
-
-    @property
     def log_wealth(self) -> float:
         """Log wealth of the mixture over bet cells, ``log sum_k w_k W_k``."""
-        if self._log_e is None:
-            v = [a + b for a, b in zip(self._log_prior, self._lw, strict=True)]
-            m = max(v)
-            exp = math.exp
-            self._log_e = m + math.log(sum([exp(x - m) for x in v]))
         return self._log_e
+
+    @property
+    def log_wealth_cells(self) -> list[float]:
+        """Log wealth ``log W_k`` of each bet cell (``-inf`` for a cell that underflowed)."""
+        log = math.log
+        return [self._ref + log(u / w) if u > 0.0 else -math.inf
+                for u, w in zip(self._u, self._prior, strict=True)]
 
     @property
     def next_bet(self) -> float:
         """Effective (wealth-weighted) bet of the next round: the mixture's own factor."""
-        v = [a + b for a, b in zip(self._log_prior, self._lw, strict=True)]
-        m = max(v)
-        e = [math.exp(x - m) for x in v]
-        return sum(a * b for a, b in zip(e, self._bets, strict=True)) / sum(e)
+        return sum(u * b for u, b in zip(self._u, self._bets, strict=True)) / sum(self._u)
 
     # ------------------------------------------------------------------ update
     def advance(self, human: float, shift: float) -> float:
         """One validated round: human loss ``l`` and ``d = b - f`` (0 for an empty block).
 
-        Returns the largest cell log wealth after the round (an upper bound of the mixture).
+        Returns the mixture's log wealth after the round (:attr:`log_wealth`).
         """
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        log1p = math.log1p
-        lw = [a + log1p(b * x) for a, b in zip(self._lw, self._bets, strict=True)]
-        self._lw = lw
+        u = [a * (1.0 + b * x) for a, b in zip(self._u, self._bets, strict=True)]
+        tot = sum(u)
+        if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
+            u = [v / tot for v in u]
+            self._ref += math.log(tot)
+            tot = sum(u)
+        self._u = u
+        self._log_e = self._ref + math.log(tot)
         self._rounds += 1
-        self._log_e = None
         if self._plug:  # the running sums only feed the plug-in reliance
             s = self._sums
             s[0] += human
@@ -322,7 +323,7 @@ class PlugInEProcess:
             r = plugin_rho(self._rounds, s, self._alpha, self._c, self._side, self._rhos)
             if r != self._rho:
                 self._set_rho(r)
-        return max(lw)
+        return self._log_e
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -337,7 +338,8 @@ class PlugInEProcess:
             "bet": self._bet.to_dict(),
             "rounds": self._rounds,
             "sums": list(self._sums),
-            "log_wealth_cells": list(self._lw),
+            "ref": self._ref,
+            "cells": list(self._u),
         }
 
     @classmethod
@@ -346,14 +348,17 @@ class PlugInEProcess:
         if d.get("kind") != _STATE_KIND or d.get("version") != 1:
             raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
         ep = cls(d["alpha"], d["delta"], d["side"], d["rhos"], BetConfig.from_dict(d["bet"]))
-        lw = [float(v) for v in d["log_wealth_cells"]]
+        u = [float(v) for v in d["cells"]]
         sums = [float(v) for v in d["sums"]]
-        if len(lw) != len(ep._lw) or len(sums) != 5:
-            raise ValueError("PlugInEProcess state: wrong number of cells or sums")
-        ep._lw = lw
+        if len(u) != len(ep._u) or len(sums) != 5 or not all(v >= 0.0 for v in u) or not (
+                sum(u) > 0.0):
+            raise ValueError("PlugInEProcess state: wrong number of cells or sums, or bad cells")
+        ep._u = u
+        ep._ref = float(d["ref"])
         ep._sums = sums
         ep._rounds = int(d["rounds"])
-        ep._log_e = 0.0 if ep._rounds == 0 else None  # as a fresh process: exactly 0
+        # as the live process: exactly 0 before the first round, then ref + log(sum u)
+        ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum(u))
         if ep._plug:
             ep._set_rho(plugin_rho(ep._rounds, sums, ep._alpha, ep._c, ep._side, ep._rhos))
         return ep

@@ -205,6 +205,25 @@ def test_predictable_rho_and_bets() -> None:
         assert trace(alt)[: j + 1] == base[: j + 1]
 
 
+@pytest.mark.parametrize("side", SIDES)
+def test_linear_scale_cells_renormalise_over_long_runs(side: Side) -> None:
+    # strong evidence for 3000 rounds: the cells' linear scale is renormalised many times (the
+    # mixture passes 1e150 = e^345 repeatedly) and must agree with the log-space batch form
+    rng = np.random.default_rng(8)
+    alpha = 0.5
+    h = (rng.random(3000) < (0.05 if side == "certify" else 0.95)).astype(float)
+    d = rng.uniform(-0.1, 0.1, 3000)
+    ep = PlugInEProcess(alpha, 0.1, side, [0.0, 0.5, 1.0], BetConfig())
+    batch = PlugInBatch(alpha, side, [0.0, 0.5, 1.0], BetConfig(), 1)
+    for i in range(3000):
+        _ = ep.advance(float(h[i]), float(d[i]))
+        batch.advance(h[i : i + 1], d[i : i + 1])
+        if i == 1500:
+            ep = PlugInEProcess.from_state(json.loads(json.dumps(ep.to_state())))
+    assert ep.log_wealth > 1000
+    assert ep.log_wealth == pytest.approx(float(batch.log_wealth[0]), rel=1e-10)
+
+
 def test_factors_stay_positive_at_extreme_inputs() -> None:
     for side in SIDES:
         for alpha in (0.01, 0.5, 0.99):
@@ -212,7 +231,7 @@ def test_factors_stay_positive_at_extreme_inputs() -> None:
             for h, f, b in [(1, 0, 1), (0, 1, 0), (1, 1, 0), (0, 0, 1)] * 50:
                 _ = ep.advance(float(h), float(b - f))
                 assert math.isfinite(ep.log_wealth)
-            assert min(ep.to_state()["log_wealth_cells"]) > 200 * math.log(0.05) - 1e-9
+            assert min(ep.log_wealth_cells) > 200 * math.log(0.05) - 1e-9
 
 
 def test_rejects_bad_config_and_state() -> None:
@@ -224,7 +243,7 @@ def test_rejects_bad_config_and_state() -> None:
         AutoEvalTest(0.1, 0.1, "certify", [0.0], BetConfig(), initial_weights=None,
                      e_process=object())  # type: ignore[arg-type]
     st = PlugInEProcess(0.1, 0.1, "certify", [0.0], BetConfig()).to_state()
-    st["log_wealth_cells"] = [0.0]
+    st["cells"] = [1.0]
     with pytest.raises(ValueError, match="cells"):
         PlugInEProcess.from_state(st)
     with pytest.raises(ValueError, match=r"losses|human"):
