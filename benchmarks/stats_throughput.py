@@ -24,6 +24,17 @@ same run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2
     WSR, no CS                               86,652 ->   108,027   (x1.25)
     WSR, CS grid 1000                        15,257 ->    25,135   (x1.65)
     UP(64), no CS                            10,803 ->    22,240   (x2.06)
+
+Issue 13 (2026-11-23, load average 1.9-2.0 on 2 CPUs, rounds per CPU-second, same run): the
+new default ``plugin_up`` against the old default WSR (per-round cost ratio in brackets):
+
+    RiskMonitor R-AutoEval+ S=10, no CS       WSR 141,877   plugin_up 130,668   (x1.09)
+    RiskMonitor R-Eval, no CS                 WSR 368,527   plugin_up 282,009   (x1.31)
+    CertificateGroup, 3 methods, no CS        WSR 107,031   plugin_up  68,992   (x1.55)
+    CertificateGroup, 3 methods, CS 1000      WSR  31,506   plugin_up  26,891   (x1.17)
+
+(the config default has ``cs_grid = 1000``; plugin_up tests share no rows, so the group runs
+six one-row tests where WSR shares one 10-row e-process per side).
 """
 
 from __future__ import annotations
@@ -103,8 +114,12 @@ def main() -> None:
     args = ap.parse_args()
     rounds = make_rounds(args.rounds, args.seed)
     base, base_wall = rate(RunningMean, rounds)
-    wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up")
+    wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up", up_grid=64)
+    plug = BetConfig()  # the default since issue 13: plugin_up
     cases = [
+        ("R-AutoEval+ S=10 plugin_up, no CS", plug, None, args.rounds // 2),
+        ("R-AutoEval+ S=10 plugin_up, CS 1000", plug, 1000, args.rounds // 20),
+        ("R-Eval plugin_up, no CS", plug, None, args.rounds // 2),
         ("R-AutoEval+ S=10 WSR, no CS", wsr, None, args.rounds),
         ("R-AutoEval+ S=10 UP(64), no CS", up, None, args.rounds // 5),
         ("R-AutoEval+ S=10 WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
@@ -127,6 +142,8 @@ def main() -> None:
     print(f"\n{'certificate, 3 methods (S=10)':40s} {'rounds':>8s} {'3 monitors/s':>13s} "
           f"{'group/s':>14s} {'group/3 mon.':>14s}")
     for name, bet, grid, n in [
+        ("plugin_up (default), no CS", plug, None, args.rounds // 2),
+        ("plugin_up (default), CS grid 1000", plug, 1000, args.rounds // 20),
         ("WSR, no CS", wsr, None, args.rounds),
         ("WSR, CS grid 1000", wsr, 1000, args.rounds // 20),
         ("UP(64), no CS", up, None, args.rounds // 5),

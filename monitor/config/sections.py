@@ -71,11 +71,11 @@ class CertificateConfig(Section):
     delta: Prob
     methods: Annotated[list[Method], Field(min_length=1)] = list(METHODS)
     primary: Method | None = None
-    betting: Literal["wsr", "up"] = "wsr"
+    betting: Literal["plugin_up", "wsr", "up"] = "plugin_up"
     rhos: PosInt = 10
-    bet_cap: Prob = 0.5
+    bet_cap: Prob | None = None  # None: the rule's default (0.95 plugin_up, 0.5 wsr / up)
     horizon: PosInt | None = None
-    up_grid: PosInt = 64
+    up_grid: PosInt = 1000
     cs_grid: PosInt | None = 1000
     precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = None
     # change detection (regression / improvement e-detectors): alarm threshold A, given as an

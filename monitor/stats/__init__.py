@@ -34,7 +34,7 @@ Examples
 --------
 >>> import monitor.stats as stats
 >>> stats.BetConfig().rule
-'wsr'
+'plugin_up'
 >>> stats.bonferroni_deltas(0.05, 2)
 [0.025, 0.025]
 >>> from monitor.stats.pulse.bandit import SelectionConfig

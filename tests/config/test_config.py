@@ -17,7 +17,7 @@ def test_minimal_file_accepted_as_is() -> None:
     assert s.name == "*" and s.models == ["*"] and s.audit_rate == 0.05
     c = s.certificates[0]
     assert (c.name, c.alpha, c.delta, c.primary, c.betting, c.rhos) == (
-        "risk", 0.1, 0.05, "r_autoeval_plus", "wsr", 10)
+        "risk", 0.1, 0.05, "r_autoeval_plus", "plugin_up", 10)
     assert c.methods == ["r_eval", "r_autoeval", "r_autoeval_plus"]
     assert cfg.metrics.port == 9108 and cfg.checkpoint.dir is None
 

@@ -7,9 +7,12 @@ empty). For a reliance factor ``rho`` the PPI++ effective observation is
     q = l + rho * (b - f)        (paper eq. 10; q = l when the block is empty),
 
 an unbiased estimate of the risk ``R = E[l]`` with range ``[-rho, 1 + rho]``. R-Eval is
-``rho = 0``, R-AutoEval is ``rho = 1`` and R-AutoEval+ runs one e-process per ``rho_s`` and mixes
-them with weights proportional to ``w_{s,0} E_{s,i-1}`` (eq. 13), which makes the mixture e-value
-(eq. 11) equal to ``sum_s w_{s,0} E_{s,i}`` (eq. 25 of the paper's proof).
+``rho = 0``, R-AutoEval is ``rho = 1``. With the rules ``"wsr"`` and ``"up"`` R-AutoEval+ runs
+one e-process per ``rho_s`` and mixes them with weights proportional to ``w_{s,0} E_{s,i-1}``
+(eq. 13), which makes the mixture e-value (eq. 11) equal to ``sum_s w_{s,0} E_{s,i}`` (eq. 25 of
+the paper's proof). With the default rule ``"plugin_up"`` a test has one row
+(:class:`~monitor.stats.betting.plugin.PlugInEProcess`): the rhos are the candidates of a
+predictable plug-in reliance (several) or the fixed reliance (one).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from numpy.typing import ArrayLike
 
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.eprocess import BettingEProcess
+from monitor.stats.betting.plugin import PlugInEProcess
 
 __all__ = [
     "AutoEvalTest",
@@ -130,22 +134,32 @@ class AutoEvalTest:
     rhos : array_like, shape (S,)
         Reliance factors in [0, 1] (see :func:`method_rhos`).
     bet : BetConfig
-        Bet rule of each rho's e-process.
+        Bet rule. ``"wsr"``/``"up"``: one e-process per rho, mixed. ``"plugin_up"``: one
+        :class:`~monitor.stats.betting.plugin.PlugInEProcess` whose reliance is ``rhos[0]``
+        (one rho) or the plug-in choice among ``rhos`` (several).
     initial_weights : array_like, optional
         Positive prior weights ``w_{s,0}`` (normalized to sum 1); uniform by default.
+        Not used by ``"plugin_up"``.
     e_process : BettingEProcess, optional
         The rows' e-process when an owner shares and advances it (it must have one row per rho
         with range ``[-rho, 1 + rho]``); by default the test builds and advances its own.
+        Not available with ``"plugin_up"``.
 
     Examples
     --------
-    >>> t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
+    >>> t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3),
+    ...                  BetConfig("wsr"))
     >>> for _ in range(20):
     ...     t.update(0.0, 0.0, 0.0)
     >>> t.crossed_at_round is not None and t.log_e >= t.log_threshold
     True
     >>> t.rho_weights.shape
     (3,)
+    >>> p = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
+    >>> for _ in range(10):
+    ...     p.update(0.0, 0.0, 0.0)
+    >>> p.crossed_at_round, p.rho, p.rho_weights.tolist()
+    (6, 0.0, [1.0, 0.0, 0.0])
 
     Notes
     -----
@@ -155,7 +169,10 @@ class AutoEvalTest:
     supermartingale (Ville's inequality). Assumptions: audited units are a random sample
     independent of their losses, the block of each round is disjoint from the audited unit and
     from other blocks, and losses lie in [0, 1] (checked). Lemma 1: ``log_e`` is at most
-    ``log(1 / min_s w_{s,0})`` below the best single-rho ``log E_s``.
+    ``log(1 / min_s w_{s,0})`` below the best single-rho ``log E_s``. With ``"plugin_up"``
+    the single row's reliance is chosen from past rounds only, so each round's observation
+    stays unbiased for the risk and the same supermartingale argument applies (see
+    :class:`~monitor.stats.betting.plugin.PlugInEProcess`).
     """
 
     def __init__(
@@ -184,8 +201,17 @@ class AutoEvalTest:
         self._rhos_arr = np.array(self._rhos)
         self._log_w0 = [math.log(v) for v in w0.tolist()]
         self._uniform = len(set(self._log_w0)) == 1  # same rule in from_state (determinism)
-        self._ep = e_process if e_process is not None else BettingEProcess(
-            alpha, delta, side, [-v for v in self._rhos], [1.0 + v for v in self._rhos], bet)
+        self._pl: PlugInEProcess | None = None
+        self._ep: BettingEProcess | None = None
+        if bet.rule == "plugin_up":
+            if e_process is not None:
+                raise ValueError("rule 'plugin_up' runs its own e-process (no shared rows)")
+            self._pl = PlugInEProcess(alpha, delta, side, self._rhos, bet)
+        else:
+            self._ep = e_process if e_process is not None else BettingEProcess(
+                alpha, delta, side, [-v for v in self._rhos], [1.0 + v for v in self._rhos],
+                bet)
+        self._side: Side = side
         self._log_threshold = -math.log(float(delta))
         self._log_e_cache: float | None = None
         self._max_log_e = 0.0
@@ -202,6 +228,20 @@ class AutoEvalTest:
 
     def advance(self, human: float, judge: float, block_mean: float | None) -> None:
         """Process one round whose losses were already validated (see :func:`check_round`)."""
+        if self._pl is not None:
+            if block_mean is None:
+                mx = self._pl.advance(human, 0.0)
+            else:
+                d0 = block_mean - judge
+                mx = self._pl.advance(human, d0)
+                self._sum_shift += d0
+            self._sum_human += human
+            self._log_e_cache = mx  # the exact mixture (one row, cells mixed in linear scale)
+            if mx > self._max_log_e:
+                self._update_max(mx)
+            return
+        if self._ep is None:  # pragma: no cover - one of the two is always set
+            raise RuntimeError("AutoEvalTest without e-process")
         if block_mean is None:
             self._ep.advance([human] * len(self._rhos))
             self.record(human, None)
@@ -221,19 +261,32 @@ class AutoEvalTest:
         if shift is not None:
             self._sum_shift += shift
         self._log_e_cache = None
-        mx = max(self._ep.log_wealth_list())
+        # the mixture (over rhos, or over bet cells for plugin_up) is at most its best member
+        mx = self._pl.log_wealth if self._pl is not None else max(
+            self._row_ep().log_wealth_list())
         # the mixture is a convex combination, so log_e <= max_s log E_s: the exact value is
         # only needed when it could set a new maximum (and hence cross the threshold)
         if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:
-            log_e = self._mixture(mx)
-            if log_e > self._max_log_e:
-                self._max_log_e = log_e
-                if self._crossed is None and log_e >= self._log_threshold:
-                    self._crossed = self._ep.rounds
+            self._update_max(self._mixture(mx))
+
+    def _update_max(self, log_e: float) -> None:
+        self._log_e_cache = log_e
+        if log_e > self._max_log_e:
+            self._max_log_e = log_e
+            if self._crossed is None and log_e >= self._log_threshold:
+                self._crossed = self.rounds
+
+    def _row_ep(self) -> BettingEProcess:
+        if self._ep is None:
+            raise TypeError("a 'plugin_up' test has no per-rho e-process rows")
+        return self._ep
 
     def _mixture(self, mx: float) -> float:
         # log sum_s w0_s E_s, given mx = max_s log E_s; cached until the next round
-        lw = self._ep.log_wealth_list()
+        if self._pl is not None:
+            self._log_e_cache = self._pl.log_wealth
+            return self._log_e_cache
+        lw = self._row_ep().log_wealth_list()
         exp = math.exp
         if len(lw) == 1:
             log_e = self._log_w0[0] + lw[0]
@@ -250,12 +303,27 @@ class AutoEvalTest:
     @property
     def rounds(self) -> int:
         """Number of rounds processed."""
-        return self._ep.rounds
+        return self._pl.rounds if self._pl is not None else self._row_ep().rounds
 
     @property
     def side(self) -> Side:
         """``"certify"`` or ``"violate"``."""
-        return self._ep.side
+        return self._side
+
+    @property
+    def plugin(self) -> bool:
+        """True for the ``"plugin_up"`` rule (one row, predictable reliance)."""
+        return self._pl is not None
+
+    @property
+    def rho(self) -> float:
+        """Reliance of the next round.
+
+        The plug-in choice (``"plugin_up"``), else the rho-weighted mean reliance of the mixture.
+        """
+        if self._pl is not None:
+            return self._pl.rho
+        return float(np.dot(self.rho_weights, self._rhos_arr))
 
     @property
     def rhos(self) -> np.ndarray:
@@ -271,26 +339,44 @@ class AutoEvalTest:
     def log_e(self) -> float:
         """Mixture log e-value ``log sum_s w_{s,0} E_{s,t}`` (= log of eq. 11)."""
         if self._log_e_cache is None:
-            return self._mixture(max(self._ep.log_wealth_list()))
+            if self._pl is not None:
+                return self._mixture(0.0)
+            return self._mixture(max(self._row_ep().log_wealth_list()))
         return self._log_e_cache
 
     @property
     def log_e_per_rho(self) -> np.ndarray:
-        """``log E_{s,t}`` of each rho's own e-process, shape (S,)."""
-        return self._ep.log_wealth
+        """``log E_{s,t}`` of each rho's own e-process, shape (S,).
+
+        ``"plugin_up"`` has one row: shape (1,), the test's own ``log_e``.
+        """
+        if self._pl is not None:
+            return np.array([self._pl.log_wealth])
+        return self._row_ep().log_wealth
 
     @property
     def rho_weights(self) -> np.ndarray:
-        """Weights ``w_{s,t+1}`` (eq. 13) that the NEXT round uses, shape (S,), sum 1."""
-        v = np.array(self._log_w0) + self._ep.log_wealth
+        """Weights ``w_{s,t+1}`` (eq. 13) that the NEXT round uses, shape (S,), sum 1.
+
+        ``"plugin_up"``: the next round's reliance :attr:`rho` split linearly between its two
+        neighbours in :attr:`rhos`, so ``rho_weights @ rhos == rho``.
+        """
+        if self._pl is not None:
+            return _interpolation_weights(self._rhos, self._pl.rho)
+        v = np.array(self._log_w0) + self._row_ep().log_wealth
         w = np.exp(v - v.max())
         out: np.ndarray = w / w.sum()
         return out
 
     @property
     def next_bets(self) -> np.ndarray:
-        """Each rho's bet for the next round, shape (S,)."""
-        return self._ep.next_bets
+        """Each rho's bet for the next round, shape (S,).
+
+        ``"plugin_up"``: the effective bet of its one row, shape (1,).
+        """
+        if self._pl is not None:
+            return np.array([self._pl.next_bet])
+        return self._row_ep().next_bets
 
     @property
     def max_log_e(self) -> float:
@@ -332,8 +418,24 @@ class AutoEvalTest:
 
     @property
     def e_process(self) -> BettingEProcess:
-        """The underlying per-rho e-processes (read it, do not update it)."""
-        return self._ep
+        """The underlying per-rho e-processes (read it, do not update it).
+
+        Raises ``TypeError`` for ``"plugin_up"`` (see :attr:`plugin_e_process`).
+        """
+        return self._row_ep()
+
+    @property
+    def plugin_e_process(self) -> PlugInEProcess | None:
+        """The single-row ``"plugin_up"`` e-process (read it, do not update it), else None."""
+        return self._pl
+
+    def is_twin_of(self, other: AutoEvalTest) -> bool:
+        """Tell whether ``self`` (certify) and ``other`` (violate) are WSR twins.
+
+        Twins on the same rows may be advanced in one pass by :func:`advance_verified_pair`.
+        """
+        return (self._ep is not None and other._ep is not None and self.side == "certify"
+                and self._ep.is_twin_of(other._ep))
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -347,7 +449,7 @@ class AutoEvalTest:
             "crossed_at_round": self._crossed,
             "sum_human": self._sum_human,
             "sum_shift": self._sum_shift,
-            "eprocess": self._ep.to_state(),
+            "eprocess": self._pl.to_state() if self._pl is not None else self._row_ep().to_state(),
         }
 
     @classmethod
@@ -355,13 +457,18 @@ class AutoEvalTest:
         """Rebuild a test from :meth:`to_state` output (bit-identical continuation)."""
         if d.get("kind") != _STATE_KIND or d.get("version") != 1:
             raise ValueError(f"not an AutoEvalTest state (kind={d.get('kind')!r})")
-        ep = BettingEProcess.from_state(d["eprocess"])
-        t = cls(ep.alpha, ep.delta, ep.side, d["rhos"], ep.bet)
+        if PlugInEProcess.is_state(d["eprocess"]):
+            pl = PlugInEProcess.from_state(d["eprocess"])
+            t = cls(pl.alpha, pl.delta, pl.side, d["rhos"], pl.bet)
+            t._pl = pl
+        else:
+            ep = BettingEProcess.from_state(d["eprocess"])
+            t = cls(ep.alpha, ep.delta, ep.side, d["rhos"], ep.bet)
+            t._ep = ep
         t._log_w0 = [float(v) for v in d["log_w0"]]
         t._uniform = len(set(t._log_w0)) == 1
         if len(t._log_w0) != len(t._rhos):
             raise ValueError("AutoEvalTest state: log_w0 and rhos differ in length")
-        t._ep = ep
         t._max_log_e = float(d["max_log_e"])
         c = d["crossed_at_round"]
         t._crossed = None if c is None else int(c)
@@ -382,14 +489,14 @@ def advance_pair(certify: AutoEvalTest, violate: AutoEvalTest, human: float, jud
     Examples
     --------
     >>> rh = method_rhos("r_autoeval_plus", 4)
-    >>> a, b = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig()) for s in ("certify", "violate"))
-    >>> c, d = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig()) for s in ("certify", "violate"))
+    >>> a, b = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig("wsr")) for s in ("certify", "violate"))
+    >>> c, d = (AutoEvalTest(0.2, 0.1, s, rh, BetConfig("wsr")) for s in ("certify", "violate"))
     >>> advance_pair(a, b, 0.0, 1.0, 0.3)
     >>> c.advance(0.0, 1.0, 0.3); d.advance(0.0, 1.0, 0.3)
     >>> a.to_state() == c.to_state() and b.to_state() == d.to_state()
     True
     """
-    if certify.side != "certify" or not certify._ep.is_twin_of(violate._ep):
+    if not certify.is_twin_of(violate):
         certify.advance(human, judge, block_mean)
         violate.advance(human, judge, block_mean)
         return
@@ -408,6 +515,24 @@ def advance_verified_pair(certify: AutoEvalTest, violate: AutoEvalTest, human: f
     else:
         d = block_mean - judge
         q = [human + r * d for r in certify._rhos]
-    certify._ep.advance_twins(violate._ep, q)
+    certify._row_ep().advance_twins(violate._row_ep(), q)
     certify.record(human, d)
     violate.record(human, d)
+
+
+def _interpolation_weights(rhos: list[float], rho: float) -> np.ndarray:
+    # weights on the sorted-or-not candidate list putting ``rho`` between its two nearest
+    # neighbours (one-hot when it is a candidate or outside their range)
+    w = np.zeros(len(rhos))
+    below = [(rho - r, i) for i, r in enumerate(rhos) if r <= rho]
+    above = [(r - rho, i) for i, r in enumerate(rhos) if r >= rho]
+    if not below or not above:
+        w[min(below or above)[1]] = 1.0
+        return w
+    (db, ib), (da, ia) = min(below), min(above)
+    if ib == ia or db + da == 0.0:
+        w[ib] = 1.0
+    else:
+        w[ib] = da / (db + da)
+        w[ia] = db / (db + da)
+    return w

@@ -1,11 +1,15 @@
 """Betting rules for one-sided testing-by-betting e-processes.
 
-Two rules from R-AutoEval+ (Park, Zecchin, Simeone, Appendix C):
+Three rules:
 
+- ``"plugin_up"`` (default): a predictable plug-in reliance ``rho_t`` and a universal portfolio
+  over a small grid of fixed bets with ``c = 0.95``; its math and online e-process live in
+  :mod:`monitor.stats.betting.plugin` (it is not a per-rho row rule, see there);
 - ``"wsr"``: the Waudby-Smith--Ramdas predictable plug-in bet, eq. (20)-(21), in its anytime
   form (``horizon=None``) or the paper's fixed-horizon form (``horizon=n``);
-- ``"up"``: the universal portfolio, eq. (19): a mixture of constant-bet wealths over a grid of
-  bets with a Beta(1/2, 1/2) prior.
+- ``"up"``: the universal portfolio, eq. (19): a mixture of constant-bet wealths over a fine
+  grid spanning the whole bet range ``[0, 1/(M - alpha))`` with a Beta(1/2, 1/2) prior
+  (R-AutoEval+, Park, Zecchin, Simeone, Appendix C).
 
 This module holds the configuration and the pure per-round formulas; the state that evolves over
 rounds lives in :class:`monitor.stats.betting.eprocess.BettingEProcess`.
@@ -25,6 +29,8 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
+    "DEFAULT_CAP",
+    "RULES",
     "BetConfig",
     "Rule",
     "Side",
@@ -35,61 +41,89 @@ __all__ = [
     "wsr_scale",
 ]
 
-Rule = Literal["wsr", "up"]
+Rule = Literal["plugin_up", "wsr", "up"]
+RULES: tuple[Rule, ...] = ("plugin_up", "wsr", "up")
+DEFAULT_CAP: dict[str, float] = {"plugin_up": 0.95, "wsr": 0.5, "up": 0.5}
 Side = Literal["certify", "violate"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class BetConfig:
     """How an e-process chooses its bets.
 
     Parameters
     ----------
-    rule : {"wsr", "up"}
-        Waudby-Smith--Ramdas plug-in (cheap) or universal portfolio (sublinear regret).
-    c : float
+    rule : {"plugin_up", "wsr", "up"}
+        ``"plugin_up"`` (default): plug-in reliance and a universal portfolio over 8 fixed
+        bets plus a geometric extension (:mod:`monitor.stats.betting.plugin`); close to the
+        clairvoyant bettor with no horizon to guess. ``"wsr"``: Waudby-Smith--Ramdas plug-in,
+        one e-process per rho, mixed over rhos. ``"up"``: the paper's universal portfolio over
+        the whole bet range, per rho, mixed over rhos.
+    c : float or None
         Cap fraction, ``0 < c < 1``: bets are at most ``c / (M - alpha)`` (certify) or
-        ``c / (alpha - m)`` (violate). Default 1/2; the paper uses 3/4.
+        ``c / (alpha - m)`` (violate). ``None`` picks the rule's default
+        (:data:`DEFAULT_CAP`: 0.95 for ``plugin_up``, 1/2 for ``wsr`` and ``up``; the paper
+        uses 3/4 for WSR). ``up`` e-processes span the whole range whatever ``c`` (their grid
+        midpoints stay below it); ``c`` still caps their confidence sequence.
     horizon : int or None
         WSR only. ``None``: anytime form ``sqrt(2 log(1/delta) / (sigma^2 t log(1 + t)))``;
         an integer ``n``: the paper's fixed-horizon form ``sqrt(2 log(1/delta) / (n sigma^2))``
         (still a valid e-process after round ``n``, just tuned for ``n``).
     up_grid : int
-        UP only: number of bets in the grid (cell midpoints of ``[0, 1]`` scaled by the cap).
+        UP only: number of bets in the grid (cell midpoints of ``[0, 1]`` scaled by the largest
+        bet ``1 / (M - alpha)``). Default 1000 (the paper uses 10^4).
 
     Notes
     -----
-    Validity never depends on the rule: any predictable bet in ``[0, cap]`` gives an
-    e-process. The rule only sets power. The anytime WSR bet shrinks like
-    ``1 / sqrt(t log t)``, so its log wealth grows sublinearly (it is tuned for confidence
-    sequences); for certificates that must eventually fire, prefer ``rule="up"`` (sublinear
-    regret against the best constant bet, paper Appendix C.1) or a WSR ``horizon`` near the
-    expected number of labels. WSR priors for a range ``[m, M]`` are the affine-equivariant
-    ``mu0 = (m + M) / 2``, ``sigma0^2 = (M - m)^2 / 4`` (see :func:`wsr_prior`).
+    Validity never depends on the rule: any predictable bet in ``[0, cap]`` with ``cap`` below
+    the bet that zeroes the wealth gives an e-process. The rule only sets power. The anytime
+    WSR bet shrinks like ``1 / sqrt(t log t)``, so its log wealth grows sublinearly (it is
+    tuned for confidence sequences); it needs 1.4-4x the labels of the clairvoyant bettor on
+    certificates (``benchmarks/labels_vs_oracle.py``). The confidence sequence of a
+    ``plugin_up`` certificate keeps anytime WSR bets (:meth:`confseq_config`).
 
     Examples
     --------
+    >>> BetConfig().rule, BetConfig().c
+    ('plugin_up', 0.95)
     >>> cfg = BetConfig(rule="up", c=0.75, up_grid=32)
     >>> BetConfig.from_dict(cfg.to_dict()) == cfg
     True
+    >>> BetConfig().confseq_config() == BetConfig(rule="wsr")
+    True
     """
 
-    rule: Rule = "wsr"
-    c: float = 0.5
-    horizon: int | None = None
-    up_grid: int = 64
+    rule: Rule
+    c: float
+    horizon: int | None
+    up_grid: int
 
-    def __post_init__(self) -> None:
-        if self.rule not in ("wsr", "up"):
-            raise ValueError(f"BetConfig.rule must be 'wsr' or 'up', got {self.rule!r}")
-        if not (isinstance(self.c, (int, float)) and 0.0 < float(self.c) < 1.0):
-            raise ValueError(f"BetConfig.c must satisfy 0 < c < 1, got {self.c!r}")
-        if self.horizon is not None and (
-            isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1
+    def __init__(self, rule: Rule = "plugin_up", c: float | None = None,
+                 horizon: int | None = None, up_grid: int = 1000) -> None:
+        if rule not in RULES:
+            raise ValueError(f"BetConfig.rule must be one of {RULES}, got {rule!r}")
+        if c is None:
+            c = DEFAULT_CAP[rule]
+        if isinstance(c, bool) or not (isinstance(c, (int, float)) and 0.0 < float(c) < 1.0):
+            raise ValueError(f"BetConfig.c must satisfy 0 < c < 1, got {c!r}")
+        if horizon is not None and (
+            isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1
         ):
-            raise ValueError(f"BetConfig.horizon must be None or an int >= 1, got {self.horizon!r}")
-        if isinstance(self.up_grid, bool) or not isinstance(self.up_grid, int) or self.up_grid < 1:
-            raise ValueError(f"BetConfig.up_grid must be an int >= 1, got {self.up_grid!r}")
+            raise ValueError(f"BetConfig.horizon must be None or an int >= 1, got {horizon!r}")
+        if horizon is not None and rule != "wsr":
+            raise ValueError(f"BetConfig.horizon applies to rule 'wsr' only, not {rule!r}")
+        if isinstance(up_grid, bool) or not isinstance(up_grid, int) or up_grid < 1:
+            raise ValueError(f"BetConfig.up_grid must be an int >= 1, got {up_grid!r}")
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "c", float(c))
+        object.__setattr__(self, "horizon", horizon)
+        object.__setattr__(self, "up_grid", up_grid)
+
+    def confseq_config(self) -> BetConfig:
+        """Bet config of the confidence sequence: ``plugin_up`` maps to anytime WSR, c = 1/2."""
+        if self.rule == "plugin_up":
+            return BetConfig(rule="wsr")
+        return self
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-serializable dict (inverse of :meth:`from_dict`)."""
@@ -102,17 +136,17 @@ class BetConfig:
         unknown = set(d) - {"rule", "c", "horizon", "up_grid"}
         if unknown:
             raise ValueError(f"unknown BetConfig keys: {sorted(unknown)}")
-        rule = d.get("rule", "wsr")
-        if rule not in ("wsr", "up"):
-            raise ValueError(f"BetConfig.rule must be 'wsr' or 'up', got {rule!r}")
-        c = d.get("c", 0.5)
+        rule = d.get("rule", "plugin_up")
+        if rule not in RULES:
+            raise ValueError(f"BetConfig.rule must be one of {RULES}, got {rule!r}")
+        c = d.get("c")
         horizon = d.get("horizon")
-        up = d.get("up_grid", 64)
-        if not isinstance(c, (int, float)) or not isinstance(up, int):
+        up = d.get("up_grid", 1000)
+        if (c is not None and not isinstance(c, (int, float))) or not isinstance(up, int):
             raise ValueError(f"bad BetConfig dict: {d!r}")
         if horizon is not None and not isinstance(horizon, int):
             raise ValueError(f"bad BetConfig horizon: {horizon!r}")
-        return cls(rule=rule, c=float(c), horizon=horizon, up_grid=up)
+        return cls(rule=rule, c=None if c is None else float(c), horizon=horizon, up_grid=up)
 
 
 def bet_cap(alpha: float, lo: float, hi: float, side: Side, c: float) -> float:
@@ -191,7 +225,7 @@ def wsr_bet(
 
     Examples
     --------
-    >>> cfg = BetConfig()
+    >>> cfg = BetConfig(rule="wsr")
     >>> round(wsr_bet([], 0.12, 0.1, 0.0, 1.0, "certify", cfg), 6)  # capped: 0.5 / 0.88
     0.568182
     >>> wsr_bet([0.0] * 50, 0.12, 0.1, 0.0, 1.0, "certify", cfg) > 0
@@ -222,7 +256,8 @@ def up_grid(size: int) -> tuple[np.ndarray, np.ndarray]:
 
     The fractions are the midpoints of ``size`` equal cells of ``[0, 1]``; each weight is the
     exact arcsine-law mass ``(2/pi) (asin sqrt(b) - asin sqrt(a))`` of its cell, so weights sum to
-    one. A fraction ``u`` becomes the bet ``u * cap``.
+    one. A fraction ``u`` becomes the bet ``u / (M - alpha)`` in an e-process (the paper's full
+    range; the factor stays >= ``1 - u > 0``) and ``u * cap`` in a confidence sequence.
 
     Examples
     --------

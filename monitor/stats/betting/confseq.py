@@ -58,7 +58,8 @@ class HedgedConfidenceSequence:
         Reliance factors in ``[0, 1]``: ``[0]`` R-Eval, ``[1]`` R-AutoEval, ``S`` values (e.g.
         ``linspace(0, 1, 10)``) R-AutoEval+ with uniform initial weights.
     bet : BetConfig
-        Bet rule (``"wsr"`` or ``"up"``) and cap fraction ``c``.
+        Bet rule (``"wsr"`` or ``"up"``) and cap fraction ``c``; ``"plugin_up"`` is run as
+        anytime WSR with ``c = 1/2`` (:meth:`BetConfig.confseq_config`).
     grid_size : int
         ``G >= 2``: the points ``m = j / G``, ``j = 1..G-1``, are tested; bounds are multiples of
         ``1 / G``.
@@ -158,6 +159,7 @@ class HedgedConfidenceSequence:
             raise ValueError(f"rhos must be a non-empty 1-D array in [0, 1], got {rhos!r}")
         if not isinstance(bet, BetConfig):
             raise ValueError(f"bet must be a BetConfig, got {bet!r}")
+        bet = bet.confseq_config()  # plugin_up certificates keep anytime WSR bets here
         self._grid = grid_points(grid_size)
         self._g = grid_size
         self._delta = float(delta)

@@ -246,6 +246,7 @@ class SharedGridWealth:
         self._grid = grid_points(grid_size)
         self.grid_size = grid_size
         self.delta = float(delta)
+        bet = bet.confseq_config()  # plugin_up certificates keep anytime WSR bets here
         self.bet = bet
         self.rhos_list: list[float] = r.tolist()
         self.log_threshold = -math.log(self.delta / 2.0)

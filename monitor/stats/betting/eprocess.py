@@ -51,7 +51,8 @@ class BettingEProcess:
     lo, hi : array_like, shape (S,)
         Observation range of each row.
     bet : BetConfig
-        Bet rule (WSR anytime / fixed horizon, or universal portfolio).
+        Bet rule ``"wsr"`` (anytime / fixed horizon) or ``"up"`` (universal portfolio over the
+        whole range ``[0, 1/(M - alpha))``, capped by ``c`` only in WSR).
 
     Attributes
     ----------
@@ -60,7 +61,7 @@ class BettingEProcess:
 
     Examples
     --------
-    >>> ep = BettingEProcess(0.5, 0.1, "certify", [0.0], [1.0], BetConfig(c=0.5))
+    >>> ep = BettingEProcess(0.5, 0.1, "certify", [0.0], [1.0], BetConfig("wsr", c=0.5))
     >>> float(ep.next_bets[0])  # capped at c / (1 - alpha) = 1
     1.0
     >>> ep.update([0.0])       # wealth factor 1 - 1.0 * (0 - 0.5) = 1.5
@@ -100,6 +101,9 @@ class BettingEProcess:
         for a, b in zip(los, his, strict=True):
             if not a < alpha < b:
                 raise ValueError(f"alpha={alpha} must lie strictly inside [lo, hi], got [{a}, {b}]")
+        if bet.rule not in ("wsr", "up"):
+            raise ValueError(f"BettingEProcess runs rules 'wsr' and 'up', not {bet.rule!r} "
+                             "(see monitor.stats.betting.plugin)")
         self._alpha = float(alpha)
         self._delta = float(delta)
         self._side: Side = side
@@ -126,7 +130,9 @@ class BettingEProcess:
         else:
             frac, log_prior = up_grid(bet.up_grid)
             self._log_prior = log_prior
-            self._grid_bets = np.array(self._caps)[:, None] * frac[None, :]
+            # the paper's full range: u / (M - alpha) (certify), u / (alpha - m) (violate)
+            full = [bet_cap(self._alpha, a, b, side, 1.0) for a, b in zip(los, his, strict=True)]
+            self._grid_bets = np.array(full)[:, None] * frac[None, :]
             self._lwg = np.zeros((len(los), bet.up_grid))
             _, self._bets = self._up_summary()
 

@@ -167,7 +167,7 @@ class RiskMonitor:
         m._n_rhos = int(config["n_rhos"])
         m._cs_grid = None if config["cs_grid"] is None else int(config["cs_grid"])
         m._certify, m._violate = certify, violate
-        m._twins = certify.e_process.is_twin_of(violate.e_process)
+        m._twins = certify.is_twin_of(violate)
         m._cs = cs
         m._sum_bias = float(sum_bias)
         return m

@@ -4,7 +4,10 @@ A certificate typically runs R-Eval (``rhos = [0]``), R-AutoEval (``[1]``) and R
 (``S`` rhos uniform on [0, 1], which include 0 and 1) with the same alpha, threshold and bet
 rule. Each rho's e-process wealth and bets, and its confidence-sequence grid wealth, depend
 only on that rho's own observations, so the three methods share them; only the mixture
-weights (``1/S`` vs 1) and the tracked confidence-sequence windows differ.
+weights (``1/S`` vs 1) and the tracked confidence-sequence windows differ. With the default
+rule ``"plugin_up"`` each test has one row of its own (the plug-in reliance depends on the side
+and the method), so the group advances the members' tests one by one and shares only the
+confidence-sequence grid.
 :class:`CertificateGroup` advances one certify and one violate e-process over the union of the
 rhos and one grid over the union of the windows, and exposes per-method
 :class:`~monitor.stats.betting.risk.RiskMonitor` objects that read their slice.
@@ -196,26 +199,35 @@ class CertificateGroup:
         union = sorted({v for rs in per.values() for v in rs})
         self._rhos = union
         self._rows = {m: [union.index(v) for v in rs] for m, rs in per.items()}
-        self._eps = tuple(BettingEProcess(self._alpha, self._tdelta, side, [-v for v in union],
-                                          [1.0 + v for v in union], bet)
-                          for side in ("certify", "violate"))
+        self._plugin = bet.rule == "plugin_up"
+        self._eps: tuple[BettingEProcess, ...] = () if self._plugin else tuple(
+            BettingEProcess(self._alpha, self._tdelta, side, [-v for v in union],
+                            [1.0 + v for v in union], bet)
+            for side in ("certify", "violate"))
         self._grid: SharedGridWealth | None = None
         if cs_grid is not None:
             self._grid = SharedGridWealth(self._tdelta, union, bet, cs_grid,
                                           [self._rows[m] for m in meths])
         self._wire()
 
-    def _wire(self) -> None:
-        # member RiskMonitors reading the shared e-processes and grid
+    def _wire(self, own: list[AutoEvalTest] | None = None) -> None:
+        # member RiskMonitors reading the shared e-processes and grid (plugin_up: own tests,
+        # from ``own`` when restoring)
         self._twins = self._bet.rule == "wsr" and self._eps[0].is_twin_of(self._eps[1])
         self._members: dict[str, GroupedRiskMonitor] = {}
         self._tests: list[AutoEvalTest] = []
         for j, meth in enumerate(self._methods):
             rhos = [self._rhos[i] for i in self._rows[meth]]
-            certify, violate = (
-                AutoEvalTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
-                             e_process=_RowsView(ep, self._rows[meth]))
-                for ep in self._eps)
+            if own is not None:
+                certify, violate = own[2 * j], own[2 * j + 1]
+            elif self._plugin:
+                certify, violate = (AutoEvalTest(self._alpha, self._tdelta, side, rhos, self._bet)
+                                    for side in ("certify", "violate"))
+            else:
+                certify, violate = (
+                    AutoEvalTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
+                                 e_process=_RowsView(ep, self._rows[meth]))
+                    for ep in self._eps)
             config = {"alpha": self._alpha, "delta": self._delta, "method": meth,
                       "bet": self._bet, "n_rhos": self._n_rhos, "cs_grid": self._cs_grid,
                       "threshold_delta": self._tdelta}
@@ -237,6 +249,18 @@ class CertificateGroup:
         h = float(human_loss)
         f = float(judge_loss)
         b = None if block_mean is None else float(block_mean)
+        if self._plugin:
+            for t in self._tests:
+                t.advance(h, f, b)
+        else:
+            self._advance_rows(h, f, b)
+        if self._grid is not None:
+            self._grid.update(h, f, b)
+        bias = f - h
+        for m in self._members.values():
+            m.add_judge_bias(bias)
+
+    def _advance_rows(self, h: float, f: float, b: float | None) -> None:
         d: float | None
         if b is None:
             d = None
@@ -252,11 +276,6 @@ class CertificateGroup:
             viol.advance(q)
         for t in self._tests:
             t.record(h, d)
-        if self._grid is not None:
-            self._grid.update(h, f, b)
-        bias = f - h
-        for m in self._members.values():
-            m.add_judge_bias(bias)
 
     # ------------------------------------------------------------------ views
     def __getitem__(self, method: str) -> RiskMonitor:
@@ -281,24 +300,25 @@ class CertificateGroup:
     @property
     def rounds(self) -> int:
         """Number of rounds processed."""
-        return self._eps[0].rounds
+        return self._tests[0].rounds
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state of the whole group (shared parts stored once)."""
         first = self._tests[0]
+        if self._plugin:
+            return {
+                "kind": _STATE_KIND,
+                "version": 1,
+                "config": self._config_state(),
+                "plugin_tests": [t.to_state() for t in self._tests],
+                "sum_bias": next(iter(self._members.values())).sum_judge_bias,
+                "cs": None if self._grid is None else self._grid.to_state(),
+            }
         return {
             "kind": _STATE_KIND,
             "version": 1,
-            "config": {
-                "alpha": self._alpha,
-                "delta": self._delta,
-                "threshold_delta": self._tdelta,
-                "methods": list(self._methods),
-                "bet": self._bet.to_dict(),
-                "n_rhos": self._n_rhos,
-                "cs_grid": self._cs_grid,
-            },
+            "config": self._config_state(),
             "certify": self._eps[0].to_state(),
             "violate": self._eps[1].to_state(),
             "tests": [list(t.progress[:2]) for t in self._tests],
@@ -306,6 +326,17 @@ class CertificateGroup:
             "sum_shift": first.progress[3],
             "sum_bias": next(iter(self._members.values())).sum_judge_bias,
             "cs": None if self._grid is None else self._grid.to_state(),
+        }
+
+    def _config_state(self) -> dict[str, Any]:
+        return {
+            "alpha": self._alpha,
+            "delta": self._delta,
+            "threshold_delta": self._tdelta,
+            "methods": list(self._methods),
+            "bet": self._bet.to_dict(),
+            "n_rhos": self._n_rhos,
+            "cs_grid": self._cs_grid,
         }
 
     @classmethod
@@ -316,6 +347,14 @@ class CertificateGroup:
         c = d["config"]
         g = cls(c["alpha"], c["delta"], c["methods"], BetConfig.from_dict(c["bet"]),
                 n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"])
+        if g._plugin:
+            tests = [AutoEvalTest.from_state(t) for t in d["plugin_tests"]]
+            if [(t.side, t.rhos.tolist()) for t in tests] != [
+                    (t.side, t.rhos.tolist()) for t in g._tests]:
+                raise ValueError("CertificateGroup state: tests do not match the config")
+            g._wire(tests)
+            g._load_common(d)
+            return g
         eps = (BettingEProcess.from_state(d["certify"]), BettingEProcess.from_state(d["violate"]))
         for new, old in zip(eps, g._eps, strict=True):
             if (new.lo_list, new.hi_list, new.side, new.alpha, new.delta) != (
@@ -327,11 +366,15 @@ class CertificateGroup:
             raise ValueError("CertificateGroup state: wrong number of tests")
         for t, (mx, crossed) in zip(g._tests, d["tests"], strict=True):
             t.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
-        for m in g._members.values():
+        g._load_common(d)
+        return g
+
+    def _load_common(self, d: dict[str, Any]) -> None:
+        # judge bias and the shared confidence-sequence grid
+        for m in self._members.values():
             m.add_judge_bias(float(d["sum_bias"]))
-        if g._grid is not None:
+        if self._grid is not None:
             if d["cs"] is None:
                 raise ValueError("CertificateGroup state: missing confidence-sequence state")
-            g._grid.load_state(d["cs"])
-        return g
+            self._grid.load_state(d["cs"])
 

@@ -58,7 +58,7 @@ def test_effective_observations_values_and_range() -> None:
 @pytest.mark.parametrize("bad", [(1.5, 0.0, 0.0), (0.0, -0.1, 0.0), (0.0, 0.0, 2.0),
                                  (math.nan, 0.0, None), (0.0, math.inf, None)])
 def test_out_of_range_inputs_raise(bad: tuple[float, float, float | None]) -> None:
-    t = AutoEvalTest(0.1, 0.1, "certify", method_rhos("r_autoeval_plus"), BetConfig())
+    t = AutoEvalTest(0.1, 0.1, "certify", method_rhos("r_autoeval_plus"), BetConfig("wsr"))
     with pytest.raises(ValueError, match=r"must be a finite number in \[0, 1\]"):
         t.update(*bad)
     with pytest.raises(ValueError):
@@ -68,18 +68,18 @@ def test_out_of_range_inputs_raise(bad: tuple[float, float, float | None]) -> No
 
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError):
-        AutoEvalTest(0.1, 0.1, "certify", [1.5], BetConfig())
+        AutoEvalTest(0.1, 0.1, "certify", [1.5], BetConfig("wsr"))
     with pytest.raises(ValueError):
-        AutoEvalTest(0.0, 0.1, "certify", [0.0], BetConfig())
+        AutoEvalTest(0.0, 0.1, "certify", [0.0], BetConfig("wsr"))
     with pytest.raises(ValueError):
-        AutoEvalTest(0.1, 0.1, "certify", [0.0, 1.0], BetConfig(), initial_weights=[1.0, 0.0])
+        AutoEvalTest(0.1, 0.1, "certify", [0.0, 1.0], BetConfig("wsr"), initial_weights=[1.0, 0.0])
 
 
 def test_mixture_equals_eq11_product_hand_example() -> None:
     # S = 2, rhos {0, 1}, three rounds; the product over rounds of sum_s w_{s,i} e_{s,i} with
     # w_{s,i} proportional to w_{s,0} E_{s,i-1} (eq. 11, 13) equals sum_s w_{s,0} E_{s,n} (eq. 25)
     w0 = [0.25, 0.75]
-    t = AutoEvalTest(0.3, 0.1, "certify", [0.0, 1.0], BetConfig(horizon=10),
+    t = AutoEvalTest(0.3, 0.1, "certify", [0.0, 1.0], BetConfig("wsr", horizon=10),
                      initial_weights=w0)
     rounds = [(0.0, 0.0, 0.2), (1.0, 1.0, 0.1), (0.0, 1.0, None)]
     prod = 1.0
@@ -101,8 +101,8 @@ def test_mixture_equals_eq11_product_hand_example() -> None:
 
 def test_empty_block_is_human_loss_for_every_rho() -> None:
     rhos = method_rhos("r_autoeval_plus", 4)
-    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig())
-    ref = BettingEProcess(0.2, 0.1, "certify", -rhos, 1 + rhos, BetConfig())
+    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
+    ref = BettingEProcess(0.2, 0.1, "certify", -rhos, 1 + rhos, BetConfig("wsr"))
     for h in (0.0, 1.0, 0.25, 0.0):
         t.update(h, 1.0 - h, None)
         ref.update([h] * 4)
@@ -124,7 +124,7 @@ def test_regret_bound_lemma1_and_weights() -> None:
 
 
 def test_crossing_round_and_max() -> None:
-    t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
+    t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig("wsr"))
     history = []
     for _ in range(30):
         t.update(0.0, 0.0, 0.0)
@@ -136,8 +136,8 @@ def test_crossing_round_and_max() -> None:
 
 
 def test_r_eval_ignores_the_judge() -> None:
-    a = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig())
-    b = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig())
+    a = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
+    b = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
     rng = np.random.default_rng(2)
     for h, f, bm in _rounds(rng, 100):
         a.update(h, f, bm)
@@ -176,7 +176,7 @@ def test_json_roundtrip_midstream_and_pair_identity(rule: str) -> None:
 def test_mean_per_rho_is_running_mean_of_q() -> None:
     rng = np.random.default_rng(4)
     rhos = method_rhos("r_autoeval_plus", 5)
-    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig())
+    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
     qs = []
     for h, f, b in _rounds(rng, 50):
         t.update(h, f, b)

@@ -10,10 +10,16 @@ from monitor.stats.betting.bets import BetConfig, bet_cap, up_grid, wsr_bet, wsr
 
 
 def test_betconfig_defaults_and_roundtrip() -> None:
-    cfg = BetConfig()
-    assert (cfg.rule, cfg.c, cfg.horizon, cfg.up_grid) == ("wsr", 0.5, None, 64)
-    for c in (BetConfig(), BetConfig(rule="up", c=0.75, up_grid=8), BetConfig(horizon=200)):
+    assert BetConfig() == BetConfig("plugin_up", c=0.95, up_grid=1000)
+    cfg = BetConfig("wsr")
+    assert (cfg.rule, cfg.c, cfg.horizon, cfg.up_grid) == ("wsr", 0.5, None, 1000)
+    assert BetConfig("up").c == 0.5 and BetConfig("plugin_up", c=0.8).c == 0.8
+    for c in (BetConfig(), BetConfig("wsr"), BetConfig(rule="up", c=0.75, up_grid=8),
+              BetConfig("wsr", horizon=200)):
         assert BetConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert BetConfig.from_dict({"rule": "wsr", "c": None}) == BetConfig("wsr")
+    assert BetConfig().confseq_config() == BetConfig("wsr")
+    assert BetConfig("up").confseq_config() == BetConfig("up")
 
 
 @pytest.mark.parametrize(
@@ -24,6 +30,8 @@ def test_betconfig_defaults_and_roundtrip() -> None:
         {"c": 1.0},
         {"c": 1.5},
         {"horizon": 0},
+        {"horizon": 100},  # horizon is a WSR knob: the default rule refuses it
+        {"rule": "up", "horizon": 100},
         {"horizon": 2.5},
         {"up_grid": 0},
         {"up_grid": True},
@@ -64,7 +72,7 @@ def test_wsr_scale_forms() -> None:
 
 
 def test_wsr_bet_hand_values() -> None:
-    cfg = BetConfig(horizon=100)
+    cfg = BetConfig("wsr", horizon=100)
     k = 2 * math.log(10.0) / 100
     # round 1: sigma_0^2 = 1/4
     assert wsr_bet([], 0.5, 0.1, 0.0, 1.0, "certify", cfg) == pytest.approx(math.sqrt(k / 0.25))
@@ -72,7 +80,7 @@ def test_wsr_bet_hand_values() -> None:
     assert wsr_bet([1.0], 0.5, 0.1, 0.0, 1.0, "certify", cfg) == pytest.approx(
         math.sqrt(k / (5 / 32)))
     # anytime form at round 1 is capped: sqrt(2 log 10 / (1/4 log 2)) > 1 = c / (1 - 1/2)
-    assert wsr_bet([], 0.5, 0.1, 0.0, 1.0, "violate", BetConfig()) == 1.0
+    assert wsr_bet([], 0.5, 0.1, 0.0, 1.0, "violate", BetConfig("wsr")) == 1.0
 
 
 def test_up_grid_masses() -> None:

@@ -46,7 +46,7 @@ def _q(rho: float, h: float, j: float, b: float | None) -> float:
 def _reference(rounds: list[tuple[float, float, float | None]], delta: float, rhos: list[float],
                c: float, g: int) -> list[tuple[int, int, bool]]:
     """Plain-Python full-grid reference: bets from bets.wsr_bet (batch form) at every m."""
-    cfg = BetConfig(c=c)
+    cfg = BetConfig("wsr", c=c)
     thr = math.log(2 / delta)
     grid = [j / g for j in range(1, g)]
     logw = {(side, s, j): 0.0 for side in (0, 1) for s in range(len(rhos)) for j in range(g - 1)}
@@ -79,7 +79,7 @@ def test_tiny_grid_hand_computed() -> None:
     # G = 2: one grid point m = 1/2; delta = 1/2 -> reject when wealth >= 4. R-Eval, c = 1/2.
     # Bet cap at m = 1/2 is c / (1 - 1/2) = c / (1/2 - 0) = 1. Uncapped WSR bet for round 1:
     # sqrt(2 log 4 / (1 * log 2) / (1/4)) = 4 -> capped to 1; it stays >= 1 for rounds 2..4.
-    cs = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig(c=0.5), grid_size=2)
+    cs = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig("wsr", c=0.5), grid_size=2)
     assert cs.next_bets is not None
     assert cs.next_bets[0] == pytest.approx(4.0, rel=1e-12)
     assert cs.effective_bets("upper").tolist() == [[1.0]]
@@ -91,7 +91,7 @@ def test_tiny_grid_hand_computed() -> None:
         assert (cs.lower, cs.upper, cs.valid) == ((0.0, 1.0, True) if t < 4 else (0.0, 0.5, True))
     assert cs.rounds == 4
     # round 2 uncapped bet by hand: mu_1 = 1/4, sigma^2_1 = (1/4 + 1/16) / 2 = 5/32
-    cs2 = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig(c=0.5), grid_size=2)
+    cs2 = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig("wsr", c=0.5), grid_size=2)
     cs2.update(0.0, 0.0, None)
     assert cs2.next_bets is not None
     expected = math.sqrt(2 * math.log(4) / (2 * math.log(3)) / (5 / 32))
@@ -102,7 +102,7 @@ def test_matches_scalar_reference_full_grid() -> None:
     rounds = _rounds(80, seed=3)
     rhos = [0.0, 0.5, 1.0]
     ref = _reference(rounds, 0.2, rhos, 0.5, 10)
-    cs = HedgedConfidenceSequence(0.2, np.array(rhos), BetConfig(c=0.5), grid_size=10)
+    cs = HedgedConfidenceSequence(0.2, np.array(rhos), BetConfig("wsr", c=0.5), grid_size=10)
     got = []
     for h, j, b in rounds:
         cs.update(h, j, b)
@@ -112,7 +112,7 @@ def test_matches_scalar_reference_full_grid() -> None:
 
 
 def test_shrinks_around_mean_on_long_sequence() -> None:
-    cs = HedgedConfidenceSequence(0.05, RHOS10, BetConfig(), grid_size=1000)
+    cs = HedgedConfidenceSequence(0.05, RHOS10, BetConfig("wsr"), grid_size=1000)
     widths = []
     for t in range(3000):
         h = 0.3 + 0.05 * math.sin(t)  # constant-ish, mean ~0.3
@@ -128,7 +128,7 @@ def test_shrinks_around_mean_on_long_sequence() -> None:
 def test_bets_independent_of_m_except_caps_and_predictable(rhos: np.ndarray) -> None:
     delta, c, g = 0.1, 0.5, 50
     rounds = _rounds(40, seed=5)
-    cs = HedgedConfidenceSequence(delta, rhos, BetConfig(c=c), grid_size=g)
+    cs = HedgedConfidenceSequence(delta, rhos, BetConfig("wsr", c=c), grid_size=g)
     caps = bet_caps(rhos, grid_points(g), c)
     past: list[list[float]] = [[] for _ in rhos]
     for t, (h, j, b) in enumerate(rounds):
@@ -142,9 +142,9 @@ def test_bets_independent_of_m_except_caps_and_predictable(rhos: np.ndarray) -> 
                 for k in (0, 13, 24, 48):
                     m = (k + 1) / g
                     assert up[s, k] == wsr_bet(past[s], m, delta / 2, -rho, 1 + rho, "certify",
-                                               BetConfig(c=c))
+                                               BetConfig("wsr", c=c))
                     assert lo[s, k] == wsr_bet(past[s], m, delta / 2, -rho, 1 + rho, "violate",
-                                               BetConfig(c=c))
+                                               BetConfig("wsr", c=c))
         # predictable: the bet the update actually used is the one announced before it
         first, _ = cs.tracked
         old_lw = cs._log_wealth.copy()
@@ -223,8 +223,8 @@ def _run(cs: HedgedConfidenceSequence, rounds: list[tuple[float, float, float | 
         cs.update(h, j, b)
 
 
-@pytest.mark.parametrize("bet", [BetConfig(), BetConfig(rule="up", c=0.75, up_grid=6),
-                                 BetConfig(horizon=200)])
+@pytest.mark.parametrize("bet", [BetConfig("wsr"), BetConfig(rule="up", c=0.75, up_grid=6),
+                                 BetConfig("wsr", horizon=200)])
 def test_json_round_trip_mid_stream(bet: BetConfig) -> None:
     rounds = _rounds(300, seed=11)
     a = HedgedConfidenceSequence(0.1, RHOS10[::3], bet, grid_size=60)
@@ -244,7 +244,7 @@ def test_json_round_trip_mid_stream(bet: BetConfig) -> None:
 
 def test_empty_intersection_is_invalid_and_frozen() -> None:
     # non-stationary stream (the guarantee's assumption fails): zeros, then ones
-    cs = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig(), grid_size=100)
+    cs = HedgedConfidenceSequence(0.5, np.array([0.0]), BetConfig("wsr"), grid_size=100)
     seen_invalid = False
     for t in range(600):
         cs.update(0.0 if t < 300 else 1.0, 0.5, None)
@@ -266,7 +266,7 @@ def test_empty_intersection_is_invalid_and_frozen() -> None:
                                   (0.0, 0.0, 2.0), (math.nan, 0.0, None), (0.0, math.inf, 0.5),
                                   (0.0, 0.0, -math.inf), ("0.5", 0.0, None), (True, 0.0, None)])
 def test_out_of_range_inputs_raise(args: tuple[Any, Any, Any]) -> None:
-    cs = HedgedConfidenceSequence(0.1, RHOS10, BetConfig(), grid_size=20)
+    cs = HedgedConfidenceSequence(0.1, RHOS10, BetConfig("wsr"), grid_size=20)
     cs.update(0.2, 0.1, 0.3)
     before = cs.to_state()
     with pytest.raises(ValueError):
@@ -280,14 +280,14 @@ def test_out_of_range_inputs_raise(args: tuple[Any, Any, Any]) -> None:
     {"grid_size": 1}, {"grid_size": 10.0}, {"bet": "wsr"},
 ])
 def test_bad_constructor_arguments_raise(kwargs: dict[str, Any]) -> None:
-    args: dict[str, Any] = {"delta": 0.1, "rhos": RHOS10, "bet": BetConfig(), "grid_size": 20}
+    args: dict[str, Any] = {"delta": 0.1, "rhos": RHOS10, "bet": BetConfig("wsr"), "grid_size": 20}
     args.update(kwargs)
     with pytest.raises(ValueError):
         HedgedConfidenceSequence(**args)
 
 
 def test_malformed_state_raises() -> None:
-    cs = HedgedConfidenceSequence(0.1, RHOS10, BetConfig(), grid_size=20)
+    cs = HedgedConfidenceSequence(0.1, RHOS10, BetConfig("wsr"), grid_size=20)
     _run(cs, _rounds(30, seed=2))
     good = cs.to_state()
     bad_states: list[Any] = [None, {}, {**good, "version": 2}, {**good, "lower_edge": 25},
@@ -302,7 +302,7 @@ def test_malformed_state_raises() -> None:
 
 def test_initial_state_and_methods() -> None:
     for rhos in (np.array([0.0]), np.array([1.0]), RHOS10):
-        cs = HedgedConfidenceSequence(0.1, rhos, BetConfig())
+        cs = HedgedConfidenceSequence(0.1, rhos, BetConfig("wsr"))
         assert (cs.lower, cs.upper, cs.valid, cs.rounds) == (0.0, 1.0, True, 0)
         assert cs.tracked == (1, 999)
         cs.update(0.0, 1.0, 0.0)
@@ -310,7 +310,8 @@ def test_initial_state_and_methods() -> None:
 
 
 @pytest.mark.parametrize(("rhos", "bet"), [
-    (np.array([0.0]), BetConfig()), (RHOS10, BetConfig()), (RHOS10[::3], BetConfig(horizon=300)),
+    (np.array([0.0]), BetConfig("wsr")), (RHOS10, BetConfig("wsr")),
+    (RHOS10[::3], BetConfig("wsr", horizon=300)),
     (np.array([0.0, 1.0]), BetConfig(rule="up", up_grid=6)),
 ])
 def test_bound_filter_is_exact(rhos: np.ndarray, bet: BetConfig,

@@ -120,7 +120,7 @@ def test_simulation_matches_class(method: str) -> None:
     paths = make_paths(rng, 250, 3, 0.3, 0.8, 5, variable_blocks=True)
     los, his, vals = simulate(paths, RHOS[method], DELTA, 0.5, g)
     for rep in range(3):
-        cs = HedgedConfidenceSequence(DELTA, RHOS[method], BetConfig(c=0.5), grid_size=g)
+        cs = HedgedConfidenceSequence(DELTA, RHOS[method], BetConfig("wsr", c=0.5), grid_size=g)
         for t in range(250):
             b = paths.block[t, rep]
             cs.update(float(paths.human[t, rep]), float(paths.judge[t, rep]),

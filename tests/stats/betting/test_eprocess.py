@@ -37,7 +37,7 @@ def up_batch(q: np.ndarray, alpha: float, lo: float, hi: float, side: Side,
              bet: BetConfig) -> tuple[np.ndarray, np.ndarray]:
     """Effective bets for rounds 1..n+1 and mixture log wealth after rounds 1..n."""
     frac, logp = up_grid(bet.up_grid)
-    lam = bet_cap(alpha, lo, hi, side, bet.c) * frac
+    lam = bet_cap(alpha, lo, hi, side, 1.0) * frac  # UP spans the whole range [0, 1/(M-alpha))
     g = alpha - q if side == "certify" else q - alpha
     logw = np.vstack([np.zeros(lam.size), np.cumsum(np.log1p(np.outer(g, lam)), axis=0)])
     v = logw + logp
@@ -71,7 +71,7 @@ def _obs(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def test_hand_values_wsr_fixed_horizon() -> None:
     k = 2 * math.log(10.0) / 100
-    ep = BettingEProcess(0.5, 0.1, "certify", [0.0], [1.0], BetConfig(horizon=100))
+    ep = BettingEProcess(0.5, 0.1, "certify", [0.0], [1.0], BetConfig("wsr", horizon=100))
     lam1 = math.sqrt(k / 0.25)                              # = 0.42919...
     assert ep.next_bets[0] == pytest.approx(lam1, rel=1e-15)
     assert lam1 == pytest.approx(0.4291932, abs=1e-7)
@@ -87,20 +87,20 @@ def test_hand_values_wsr_fixed_horizon() -> None:
 
 def test_hand_values_violate_capped() -> None:
     # anytime WSR bets start capped: c / (alpha - m) = 0.5 / 0.5 = 1
-    ep = BettingEProcess(0.5, 0.1, "violate", [0.0], [1.0], BetConfig())
+    ep = BettingEProcess(0.5, 0.1, "violate", [0.0], [1.0], BetConfig("wsr"))
     assert ep.next_bets[0] == 1.0
     ep.update([1.0])                                        # factor 1 + 1 * (1 - 1/2)
     assert ep.log_wealth[0] == math.log(1.5)
 
 
 def test_hand_values_up() -> None:
-    # grid {1/4, 3/4} x cap 1, arcsine masses 1/2 each: effective bet 1/2
+    # grid {1/4, 3/4} x full range 1/(1 - 1/2) = {1/2, 3/2}, arcsine masses 1/2 each
     ep = BettingEProcess(0.5, 0.1, "certify", [0.0], [1.0], BetConfig(rule="up", up_grid=2))
-    assert ep.next_bets[0] == pytest.approx(0.5)
-    ep.update([0.0])                                        # wealths 1.125, 1.375 -> 1.25
-    assert ep.log_wealth[0] == pytest.approx(math.log(1.25), rel=1e-14)
-    # effective bet = (1.125 * 1/4 + 1.375 * 3/4) / 2.5 = 0.525
-    assert ep.next_bets[0] == pytest.approx(0.525, rel=1e-14)
+    assert ep.next_bets[0] == pytest.approx(1.0)
+    ep.update([0.0])                                        # wealths 1.25, 1.75 -> 1.5
+    assert ep.log_wealth[0] == pytest.approx(math.log(1.5), rel=1e-14)
+    # effective bet = (1.25 * 1/2 + 1.75 * 3/2) / 3 = 13/12
+    assert ep.next_bets[0] == pytest.approx(13 / 12, rel=1e-14)
 
 
 # ---------------------------------------------------------------- streaming == batch
@@ -112,7 +112,7 @@ def test_wsr_streaming_equals_batch_every_prefix(side: Side, horizon: int | None
     rng = np.random.default_rng(1)
     qs = _obs(rng, 120)
     alpha, delta = 0.3, 0.05
-    bet = BetConfig(horizon=horizon)
+    bet = BetConfig("wsr", horizon=horizon)
     lo, hi = [r[0] for r in RANGES], [r[1] for r in RANGES]
     bets, logw = run(BettingEProcess(alpha, delta, side, lo, hi, bet), qs)
     for s, (a, b) in enumerate(RANGES):
@@ -176,9 +176,12 @@ def test_bets_nonnegative_and_capped(rule: str) -> None:
     lo, hi = [r[0] for r in RANGES], [r[1] for r in RANGES]
     for side in ("certify", "violate"):
         ep = BettingEProcess(0.3, 0.01, side, lo, hi, BetConfig(rule=rule, c=0.75))  # type: ignore[arg-type]
-        caps = np.array([bet_cap(0.3, a, b, side, 0.75) for a, b in RANGES])
+        # WSR: capped at c; UP: below the whole range 1/(M - alpha) (grid midpoints)
+        caps = np.array([bet_cap(0.3, a, b, side, 0.75 if rule == "wsr" else 1.0)
+                         for a, b in RANGES])
         for row in qs:
             assert np.all(ep.next_bets >= 0) and np.all(ep.next_bets <= caps)
+            assert rule == "wsr" or np.all(ep.next_bets < caps)
             ep.update(row)
 
 
@@ -218,7 +221,7 @@ def test_from_state_rejects_foreign_dict() -> None:
 
 
 def test_out_of_range_and_bad_inputs_raise() -> None:
-    ep = BettingEProcess(0.3, 0.1, "certify", [0.0, -1.0], [1.0, 2.0], BetConfig())
+    ep = BettingEProcess(0.3, 0.1, "certify", [0.0, -1.0], [1.0, 2.0], BetConfig("wsr"))
     with pytest.raises(ValueError, match=r"q\[0\]=1.5 outside its range \[0.0, 1.0\]"):
         ep.update([1.5, 1.5])
     with pytest.raises(ValueError, match="outside"):
@@ -229,20 +232,20 @@ def test_out_of_range_and_bad_inputs_raise() -> None:
         ep.update([0.5])
     assert ep.rounds == 0 and np.array_equal(ep.log_wealth, [0.0, 0.0])
     with pytest.raises(ValueError, match="strictly inside"):
-        BettingEProcess(1.0, 0.1, "certify", [0.0], [1.0], BetConfig())
+        BettingEProcess(1.0, 0.1, "certify", [0.0], [1.0], BetConfig("wsr"))
     with pytest.raises(ValueError, match="delta"):
-        BettingEProcess(0.5, 1.0, "certify", [0.0], [1.0], BetConfig())
+        BettingEProcess(0.5, 1.0, "certify", [0.0], [1.0], BetConfig("wsr"))
     with pytest.raises(ValueError, match="side"):
-        BettingEProcess(0.5, 0.1, "up", [0.0], [1.0], BetConfig())  # type: ignore[arg-type]
+        BettingEProcess(0.5, 0.1, "up", [0.0], [1.0], BetConfig("wsr"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="same length"):
-        BettingEProcess(0.5, 0.1, "certify", [0.0, 0.0], [1.0], BetConfig())
+        BettingEProcess(0.5, 0.1, "certify", [0.0, 0.0], [1.0], BetConfig("wsr"))
 
 
 def test_twins_bit_identical_to_separate_updates() -> None:
     rng = np.random.default_rng(7)
     qs = _obs(rng, 100)
     lo, hi = [r[0] for r in RANGES], [r[1] for r in RANGES]
-    c1, v1, c2, v2 = (BettingEProcess(0.3, 0.1, s, lo, hi, BetConfig())
+    c1, v1, c2, v2 = (BettingEProcess(0.3, 0.1, s, lo, hi, BetConfig("wsr"))
                       for s in ("certify", "violate", "certify", "violate"))
     assert c1.is_twin_of(v1) and not c1.is_twin_of(c2)
     for row in qs:

@@ -18,7 +18,7 @@ from monitor.stats.betting.bets import BetConfig
 from .test_validity import make_draw, simulate
 
 R, ALPHA, R_SYN = 0.1, 0.12, 10
-BET = BetConfig(rule="up", c=0.75, up_grid=16)
+BET = BetConfig(rule="up", c=0.75, up_grid=64)
 
 
 def growth_curve(gamma: float, rhos: np.ndarray, c: float = 0.75) -> np.ndarray:
@@ -92,7 +92,7 @@ def test_example2_labels_to_certify_ordering(gamma: float) -> None:
     - gamma = 0.9: strictly below both (paired difference + 3 SE < 0).
     Runs are censored at the horizon (censoring only flatters the slow method).
     """
-    reps, horizon, delta, s = 100, 5000, 0.1, 10
+    reps, horizon, delta, s = 100, 10000, 0.1, 10
     rhos = np.linspace(0.0, 1.0, s)
     draw = make_draw(np.random.default_rng(7), reps, "bernoulli", R, gamma)
     sim = simulate(draw, horizon, reps, rhos, ALPHA, delta, BET, sides=("certify",),

@@ -44,7 +44,7 @@ def test_matches_two_autoeval_tests(method: str, rule: str) -> None:
 
 
 def test_defaults_and_status_pending() -> None:
-    m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig(), cs_grid=None)
+    m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig("wsr"), cs_grid=None)
     assert m.threshold_delta == 0.1 and m.log_threshold == -math.log(0.1)
     assert m.status == "pending" and m.rounds == 0
     assert math.isnan(m.risk_estimate) and math.isnan(m.judge_bias)
@@ -57,7 +57,7 @@ def status_of(m: RiskMonitor) -> str:  # defeats mypy's narrowing of the propert
 
 
 def test_certified_then_violated_wins() -> None:
-    m = RiskMonitor(0.5, 0.1, "r_eval", BetConfig(), cs_grid=None)
+    m = RiskMonitor(0.5, 0.1, "r_eval", BetConfig("wsr"), cs_grid=None)
     for _ in range(40):
         m.update(0.0, 0.0, None)
     assert m.status == "certified"
@@ -74,8 +74,8 @@ def test_risk_estimate_and_judge_bias() -> None:
     rounds = _stream(1, 500, 0.1)
     hum = np.array([r[0] for r in rounds])
     jud = np.array([r[1] for r in rounds])
-    m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig(), cs_grid=None)
-    p = RiskMonitor(0.2, 0.1, "r_autoeval_plus", BetConfig(), cs_grid=None)
+    m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig("wsr"), cs_grid=None)
+    p = RiskMonitor(0.2, 0.1, "r_autoeval_plus", BetConfig("wsr"), cs_grid=None)
     for h, f, b in rounds:
         m.update(h, f, b)
         p.update(h, f, b)
@@ -89,11 +89,11 @@ def test_risk_estimate_and_judge_bias() -> None:
 def test_invalid_arguments_and_inputs() -> None:
     for kwargs in ({"alpha": 0.0}, {"delta": 1.0}, {"threshold_delta": 0.0},
                    {"method": "eval"}):
-        args = {"alpha": 0.1, "delta": 0.1, "method": "r_eval", "bet": BetConfig(),
+        args = {"alpha": 0.1, "delta": 0.1, "method": "r_eval", "bet": BetConfig("wsr"),
                 "cs_grid": None} | kwargs
         with pytest.raises(ValueError):
             RiskMonitor(**args)  # type: ignore[arg-type]
-    m = RiskMonitor(0.1, 0.1, "r_autoeval", BetConfig(), cs_grid=None)
+    m = RiskMonitor(0.1, 0.1, "r_autoeval", BetConfig("wsr"), cs_grid=None)
     with pytest.raises(ValueError, match="human_loss"):
         m.update(1.2, 0.0, 0.0)
     with pytest.raises(ValueError, match="block_mean"):
@@ -123,7 +123,7 @@ def test_json_roundtrip_midstream_bit_identical(rule: str, cs_grid: int | None) 
 
 
 def test_with_confidence_sequence_smoke() -> None:
-    m = RiskMonitor(0.12, 0.1, "r_autoeval_plus", BetConfig(), cs_grid=200)
+    m = RiskMonitor(0.12, 0.1, "r_autoeval_plus", BetConfig("wsr"), cs_grid=200)
     for h, f, b in _stream(3, 400, 0.1, gamma=0.95):
         m.update(h, f, b)
     assert m.cs_valid and 0.0 <= m.cs_lower < m.cs_upper <= 1.0

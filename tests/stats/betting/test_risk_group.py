@@ -57,15 +57,15 @@ def assert_same(g: CertificateGroup, refs: dict[str, RiskMonitor], full: bool) -
 
 CONFIGS = [
     # (methods, bet, n_rhos, cs_grid, alpha, delta, threshold_delta, stream kwargs)
-    (ALL, BetConfig(), 10, 1000, 0.12, 0.05, None, {"risk": 0.1}),
-    (ALL, BetConfig(), 10, 200, 0.1, 0.05, 0.025, {"risk": 0.1, "quality": 0.6}),
-    (ALL, BetConfig(), 6, None, 0.3, 0.1, None, {"risk": 0.2}),
-    (ALL, BetConfig(horizon=300, c=0.75), 10, 200, 0.15, 0.1, None, {"risk": 0.1}),
-    (ALL, BetConfig(horizon=50), 4, 1000, 0.1, 0.1, None, {"risk": 0.3, "empty": 0.3}),
-    (["r_eval", "r_autoeval"], BetConfig(), 10, 200, 0.12, 0.05, None, {"risk": 0.05}),
-    (["r_autoeval_plus", "r_eval"], BetConfig(), 5, 200, 0.2, 0.05, None, {"risk": 0.3}),
-    (["r_autoeval"], BetConfig(), 10, 1000, 0.12, 0.05, None, {"risk": 0.1}),
-    (["r_eval"], BetConfig(c=0.75), 10, None, 0.12, 0.05, None, {"risk": 0.1}),
+    (ALL, BetConfig("wsr"), 10, 1000, 0.12, 0.05, None, {"risk": 0.1}),
+    (ALL, BetConfig("wsr"), 10, 200, 0.1, 0.05, 0.025, {"risk": 0.1, "quality": 0.6}),
+    (ALL, BetConfig("wsr"), 6, None, 0.3, 0.1, None, {"risk": 0.2}),
+    (ALL, BetConfig("wsr", horizon=300, c=0.75), 10, 200, 0.15, 0.1, None, {"risk": 0.1}),
+    (ALL, BetConfig("wsr", horizon=50), 4, 1000, 0.1, 0.1, None, {"risk": 0.3, "empty": 0.3}),
+    (["r_eval", "r_autoeval"], BetConfig("wsr"), 10, 200, 0.12, 0.05, None, {"risk": 0.05}),
+    (["r_autoeval_plus", "r_eval"], BetConfig("wsr"), 5, 200, 0.2, 0.05, None, {"risk": 0.3}),
+    (["r_autoeval"], BetConfig("wsr"), 10, 1000, 0.12, 0.05, None, {"risk": 0.1}),
+    (["r_eval"], BetConfig("wsr", c=0.75), 10, None, 0.12, 0.05, None, {"risk": 0.1}),
     (ALL, BetConfig(rule="up", up_grid=8), 4, 200, 0.12, 0.1, None, {"risk": 0.05}),
     (ALL, BetConfig(rule="up", up_grid=16), 5, None, 0.3, 0.05, 0.01, {"risk": 0.5}),
     (["r_autoeval", "r_autoeval_plus"], BetConfig(rule="up", up_grid=4), 3, 100, 0.4, 0.2,
@@ -99,7 +99,7 @@ def test_group_equals_independent_monitors(case: int) -> None:
 
 def test_crossings_and_cs_shrink_are_exercised() -> None:
     # the equality above is only meaningful if bounds move and certificates fire
-    g = CertificateGroup(0.12, 0.05, ALL, BetConfig(), n_rhos=10, cs_grid=200)
+    g = CertificateGroup(0.12, 0.05, ALL, BetConfig("wsr"), n_rhos=10, cs_grid=200)
     for h, f, b in stream(1500, seed=0, risk=0.05, quality=0.95):
         g.update(h, f, b)
     assert all(m.cs_upper < 0.5 and m.cs_lower >= 0.0 for m in g.members.values())
@@ -109,7 +109,7 @@ def test_crossings_and_cs_shrink_are_exercised() -> None:
 
 def test_invalid_interval_freezes_like_standalone() -> None:
     # a drifting stream empties some running intersections (forced with a large delta)
-    methods, bet = ALL, BetConfig()
+    methods, bet = ALL, BetConfig("wsr")
     g = CertificateGroup(0.5, 0.9, methods, bet, n_rhos=4, cs_grid=50)
     refs = {m: RiskMonitor(0.5, 0.9, m, bet, n_rhos=4, cs_grid=50) for m in methods}
     rounds = stream(300, seed=4, risk=0.05) + stream(600, seed=6, risk=0.95)
@@ -123,7 +123,7 @@ def test_invalid_interval_freezes_like_standalone() -> None:
     assert_same(CertificateGroup.from_state(g.to_state()), refs, full=True)
 
 
-@pytest.mark.parametrize("bet", [BetConfig(), BetConfig(rule="up", up_grid=8)])
+@pytest.mark.parametrize("bet", [BetConfig("wsr"), BetConfig(rule="up", up_grid=8)])
 def test_restore_mid_stream(bet: BetConfig) -> None:
     rounds = stream(700 if bet.rule == "wsr" else 250, seed=3, risk=0.08)
     cut = len(rounds) // 3
@@ -141,7 +141,7 @@ def test_restore_mid_stream(bet: BetConfig) -> None:
 
 
 def test_bad_input_changes_nothing_and_members_refuse_updates() -> None:
-    g = CertificateGroup(0.1, 0.05, ALL, BetConfig(), n_rhos=3, cs_grid=20)
+    g = CertificateGroup(0.1, 0.05, ALL, BetConfig("wsr"), n_rhos=3, cs_grid=20)
     g.update(0.0, 0.0, 0.5)
     before = g.to_state()
     with pytest.raises(ValueError, match="judge_loss"):
@@ -152,7 +152,7 @@ def test_bad_input_changes_nothing_and_members_refuse_updates() -> None:
     with pytest.raises(TypeError):
         g["r_eval"].update(0.0, 0.0, None)
     with pytest.raises(ValueError, match="methods"):
-        CertificateGroup(0.1, 0.05, ["r_eval", "r_eval"], BetConfig())
+        CertificateGroup(0.1, 0.05, ["r_eval", "r_eval"], BetConfig("wsr"))
     with pytest.raises(ValueError, match="CertificateGroup"):
         CertificateGroup.from_state({"kind": "x"})
 
@@ -188,7 +188,7 @@ def test_buffered_rounds_equal_round_by_round(case: int) -> None:
 def test_buffered_rounds_through_invalid_intervals(seed: int) -> None:
     # drifting streams empty the running intersections at different rounds, inside buffers;
     # a checkpoint (to_state) taken between reads restores to the same continuation
-    methods, bet = ALL, BetConfig()
+    methods, bet = ALL, BetConfig("wsr")
     g = CertificateGroup(0.5, 0.9, methods, bet, n_rhos=4, cs_grid=50)
     refs = {m: RiskMonitor(0.5, 0.9, m, bet, n_rhos=4, cs_grid=50) for m in methods}
     cut = 150 + 40 * seed

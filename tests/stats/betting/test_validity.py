@@ -66,7 +66,9 @@ def simulate(draw: Draw, horizon: int, reps: int, rhos: np.ndarray, alpha: float
     else:
         frac, logp = up_grid(bet.up_grid)
         prior = np.exp(logp)
-        lamg = {side: caps[side][None, :, None] * frac[None, None, :] for side in SIDES}
+        full = {side: np.array([bet_cap(alpha, a, b, side, 1.0)  # type: ignore[arg-type]
+                                for a, b in zip(lo, hi, strict=True)]) for side in SIDES}
+        lamg = {side: full[side][None, :, None] * frac[None, None, :] for side in SIDES}
         wealth = {side: np.ones((reps, s, bet.up_grid)) for side in SIDES}
     for t in range(1, horizon + 1):
         h, f, b = draw()
@@ -136,7 +138,7 @@ def make_draw(rng: np.random.Generator, reps: int, loss: str, risk: float, gamma
     return draw
 
 
-BETS = {"wsr": BetConfig(), "up": BetConfig(rule="up", c=0.75, up_grid=16)}
+BETS = {"wsr": BetConfig("wsr"), "up": BetConfig(rule="up", c=0.75, up_grid=16)}
 
 
 @pytest.mark.parametrize("rule", ["wsr", "up"])

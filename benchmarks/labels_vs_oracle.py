@@ -1,0 +1,306 @@
+"""Labels to certify, per bet rule, divided by the clairvoyant bettor's figure.
+
+R-AutoEval+ Example 1 streams (risk 0.1, alpha 0.12, r = 10 unaudited judge events per label,
+judge agreement gamma: the judge loss equals the human loss with probability gamma, else its
+flip; block mean ``b = Binomial(10, p_f) / 10``), certify side. For each gamma in
+{0.99, 0.9, 0.7} and delta in {0.1, 0.01, 0.001} it prints the median number of labels to
+certify over ``--reps`` repetitions (default 200) divided by the clairvoyant figure
+``log(1/delta) / max_rho g*(rho)``, where ``g*(rho) = max_lam E log(1 - lam (q_rho - alpha))``
+is computed exactly for these discrete losses. Rules (R-AutoEval+, 10 rhos):
+
+- ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before issue 13);
+- ``plugin_up`` (new default): plug-in reliance, universal portfolio over fixed bets, c = 0.95;
+- ``UP``: the paper's universal portfolio over the whole bet range (``--up-grid`` cells,
+  default 100 here for speed; the config default is 1000), mixture over 10 rhos;
+- ``paper fixed-n``: WSR with c = 3/4 and horizon = the clairvoyant figure (told the horizon).
+
+and R-Eval (rho = 0) for the old and the new default, divided by R-Eval's own clairvoyant
+figure. A second table uses Beta losses (``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with
+probability gamma, else an independent draw; clairvoyant by Monte Carlo over 200k draws).
+With matplotlib installed it writes ``deploy/img/labels_vs_oracle.png``.
+
+Run: ``python benchmarks/labels_vs_oracle.py`` (about 2-4 minutes on 2 busy cores);
+``--quick`` for a smoke run (40 repetitions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from monitor.stats.betting.bets import BetConfig, up_grid, wsr_scale
+from monitor.stats.betting.plugin_batch import PlugInBatch
+
+ALPHA, RISK, R = 0.12, 0.1, 10
+GAMMAS = (0.99, 0.9, 0.7)
+DELTAS = (0.1, 0.01, 0.001)
+RHOS = np.linspace(0.0, 1.0, 10)
+Data = tuple[np.ndarray, np.ndarray]  # human (T, reps), shift d = b - f (T, reps)
+
+
+# ---------------------------------------------------------------------- clairvoyant
+def growth(x: np.ndarray, p: np.ndarray, lam_max: float) -> float:
+    """``max_lam E log(1 + lam x)`` over ``0 <= lam < lam_max``.
+
+    ``lam_max`` is the largest bet a bettor may place without knowing the data: ``1 / (M -
+    alpha)`` for the range ``[m, M]`` of ``q`` (not the support of a sample of it).
+    """
+    if float(p @ x) <= 0.0:
+        return 0.0
+    a, b = 0.0, min(lam_max, 1.0 / max(1e-300, -float(x.min()))) * (1 - 1e-12)
+    for _ in range(100):
+        m = 0.5 * (a + b)
+        if float(p @ (x / (1 + m * x))) > 0:
+            a = m
+        else:
+            b = m
+    return float(p @ np.log1p(0.5 * (a + b) * x))
+
+
+def example1_q(gamma: float, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """Support and probabilities of ``q_rho`` for Example 1 (exact enumeration)."""
+    p11, p10 = RISK * gamma, RISK * (1 - gamma)
+    p01, p00 = (1 - RISK) * (1 - gamma), (1 - RISK) * gamma
+    pf = p11 + p01
+    k = np.arange(R + 1)
+    pk = np.array([math.comb(R, int(i)) for i in k]) * pf**k * (1 - pf) ** (R - k)
+    vals, probs = [], []
+    for l_, f_, p in ((1, 1, p11), (1, 0, p10), (0, 1, p01), (0, 0, p00)):
+        vals.append(l_ + rho * (k / R - f_))
+        probs.append(p * pk)
+    return np.concatenate(vals), np.concatenate(probs)
+
+
+def clairvoyant_growth(q_of_rho: Callable[[float], tuple[np.ndarray, np.ndarray]]
+                       ) -> tuple[float, float]:
+    """``(max_rho g*(rho), g*(0))`` on a 0.01 rho grid (certify side)."""
+    rhos = np.linspace(0, 1, 101)
+    g = [growth(ALPHA - v, p, 1.0 / (1.0 + float(r) - ALPHA))
+         for r, (v, p) in zip(rhos, (q_of_rho(float(r)) for r in rhos), strict=True)]
+    return max(g), g[0]
+
+
+# ---------------------------------------------------------------------- data
+def example1_data(gamma: float, reps: int, horizon: int, seed: int) -> Data:
+    rng = np.random.default_rng(seed)
+    h = (rng.random((horizon, reps)) < RISK).astype(float)
+    f = np.where(rng.random((horizon, reps)) < gamma, h, 1.0 - h)
+    pf = RISK * gamma + (1 - RISK) * (1 - gamma)
+    b = rng.binomial(R, pf, (horizon, reps)) / R
+    return h, b - f
+
+
+def beta_loss(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.beta(0.5, 4.5, shape)
+
+
+def beta_judge(rng: np.random.Generator, gamma: float, h: np.ndarray) -> np.ndarray:
+    return np.where(rng.random(h.shape) < gamma, h, beta_loss(rng, h.shape))
+
+
+def beta_data(gamma: float, reps: int, horizon: int, seed: int) -> Data:
+    rng = np.random.default_rng(seed)
+    h = beta_loss(rng, (horizon, reps))
+    f = beta_judge(rng, gamma, h)
+    blk = beta_judge(rng, gamma, beta_loss(rng, (horizon, reps, R))).mean(axis=2)
+    return h, blk - f
+
+
+def beta_q(gamma: float, n: int = 200_000) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
+    h, d = beta_data(gamma, n, 1, seed=99)
+    p = np.full(n, 1.0 / n)
+    return lambda rho: ((h + rho * d)[0], p)
+
+
+# ---------------------------------------------------------------------- bettors
+def first_cross(log_e: np.ndarray, thr: float, t: int, out: np.ndarray) -> None:
+    out[(out == 0) & (log_e >= thr)] = t
+
+
+def run_plugin(data: Data, rhos: list[float], thrs: list[float]) -> list[np.ndarray]:
+    h, d = data
+    b = PlugInBatch(ALPHA, "certify", rhos, BetConfig(), h.shape[1])
+    out = [np.zeros(h.shape[1], dtype=int) for _ in thrs]
+    for t in range(h.shape[0]):
+        b.advance(h[t], d[t])
+        lw = b.log_wealth
+        for o, thr in zip(out, thrs, strict=True):
+            first_cross(lw, thr, t + 1, o)
+        if all((o > 0).mean() > 0.5 for o in out):
+            break
+    return out
+
+
+def run_wsr(data: Data, delta: float, c: float, horizon: int | None) -> tuple[np.ndarray, ...]:
+    """Mixture over RHOS and its rho = 0 row: crossing rounds (0 = not within the data)."""
+    h, d = data
+    reps = h.shape[1]
+    lo, hi = -RHOS, 1 + RHOS
+    cap = c / (hi - ALPHA)
+    ms = np.tile(0.5 * (lo + hi), (reps, 1))
+    vs = np.tile(0.25 * (hi - lo) ** 2, (reps, 1))
+    lw = np.zeros((reps, RHOS.size))
+    thr = math.log(1 / delta)
+    lid = math.log(1 / delta)
+    bet = np.minimum(cap, np.sqrt(wsr_scale(lid, 1, horizon) / vs))
+    mix, row0 = np.zeros(reps, dtype=int), np.zeros(reps, dtype=int)
+    for t in range(1, h.shape[0] + 1):
+        q = h[t - 1][:, None] + RHOS[None, :] * d[t - 1][:, None]
+        lw += np.log1p(bet * (ALPHA - q))
+        ms += q
+        e = q - ms / (t + 1)
+        vs += e * e
+        bet = np.minimum(cap, np.sqrt(wsr_scale(lid, t + 1, horizon) * (t + 1) / vs))
+        m = lw.max(axis=1)
+        first_cross(m + np.log(np.exp(lw - m[:, None]).mean(axis=1)), thr, t, mix)
+        first_cross(lw[:, 0], thr, t, row0)
+        if (mix > 0).mean() > 0.5 and (row0 > 0).mean() > 0.5:
+            break
+    return mix, row0
+
+
+def run_up(data: Data, grid: int, thrs: list[float]) -> list[np.ndarray]:
+    """The paper's UP over the whole range, per rho, mixed over RHOS (certify)."""
+    h, d = data
+    reps = h.shape[1]
+    frac, logp = up_grid(grid)
+    lam = (1.0 / (1 + RHOS - ALPHA))[:, None] * frac[None, :]            # (S, G)
+    lw = np.zeros((reps, RHOS.size, grid))
+    out = [np.zeros(reps, dtype=int) for _ in thrs]
+    for t in range(1, h.shape[0] + 1):
+        q = h[t - 1][:, None] + RHOS[None, :] * d[t - 1][:, None]
+        lw += np.log1p(lam[None] * (ALPHA - q)[:, :, None])
+        v = (lw + logp).reshape(reps, -1)
+        m = v.max(axis=1)
+        mix = m + np.log(np.exp(v - m[:, None]).sum(axis=1)) - math.log(RHOS.size)
+        for o, thr in zip(out, thrs, strict=True):
+            first_cross(mix, thr, t, o)
+        if all((o > 0).mean() > 0.5 for o in out):
+            break
+    return out
+
+
+def median(x: np.ndarray) -> float:
+    """Median crossing round; inf when half the repetitions never crossed."""
+    y = np.where(x > 0, x, np.inf).astype(float)
+    return float(np.median(y))
+
+
+# ---------------------------------------------------------------------- tables
+def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: float,
+             g_eval: float, reps: int, up_cells: int, with_up: bool) -> list[dict[str, object]]:
+    thrs = [math.log(1 / dl) for dl in DELTAS]
+    horizon = int(4.0 * math.log(1 / min(DELTAS)) / g_eval) + 200
+    data = make(reps, horizon)
+    plus = run_plugin(data, RHOS.tolist(), thrs)
+    reval = run_plugin(data, [0.0], thrs)
+    up = run_up(data, up_cells, thrs) if with_up else [np.zeros(reps, dtype=int)] * 3
+    rows = []
+    for k, dl in enumerate(DELTAS):
+        oracle, oracle0 = thrs[k] / g_best, thrs[k] / g_eval
+        old, old0 = run_wsr(data, dl, 0.5, None)
+        paper, _ = run_wsr(data, dl, 0.75, max(1, round(oracle)))
+        rows.append({
+            "scenario": name, "gamma": gamma, "delta": dl, "oracle": oracle, "oracle0": oracle0,
+            "old": median(old) / oracle, "new": median(plus[k]) / oracle,
+            "up": median(up[k]) / oracle if with_up else math.nan,
+            "paper": median(paper) / oracle,
+            "reval_old": median(old0) / oracle0, "reval_new": median(reval[k]) / oracle0,
+            "plus_vs_reval": median(plus[k]) / median(reval[k]),
+            "new_vs_paper": median(plus[k]) / median(paper),
+        })
+    return rows
+
+
+def fmt(v: object) -> str:
+    return "-" if not isinstance(v, float) or math.isnan(v) else f"{v:.2f}x"
+
+
+def print_table(title: str, rows: list[dict[str, object]]) -> None:
+    print(f"\n### {title}\n")
+    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | UP | "
+          "paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
+          "plus / paper |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['gamma']} | {r['delta']} | {r['oracle']:.0f} ({r['oracle0']:.0f}) | "
+              f"{r['old']:.2f}x | **{r['new']:.2f}x** | {fmt(r['up'])} | {r['paper']:.2f}x | "
+              f"{r['reval_old']:.2f}x | **{r['reval_new']:.2f}x** | {r['plus_vs_reval']:.2f} | "
+              f"{r['new_vs_paper']:.2f} |")
+
+
+def plot(rows: list[dict[str, object]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ex = [r for r in rows if r["scenario"] == "Example 1"]
+    fig, axes = plt.subplots(1, len(GAMMAS), figsize=(11, 3.4), sharey=True)
+    styles = {"old": ("old default (anytime WSR, c=1/2)", "tab:gray", "o"),
+              "new": ("plugin_up (new default)", "tab:blue", "s"),
+              "up": ("UP, full range", "tab:green", "^"),
+              "paper": ("paper WSR told the horizon", "tab:orange", "D")}
+    for ax, g in zip(axes, GAMMAS, strict=True):
+        sub = [r for r in ex if r["gamma"] == g]
+        xs = [-math.log10(float(r["delta"])) for r in sub]  # type: ignore[arg-type]
+        for key, (label, color, marker) in styles.items():
+            ax.plot(xs, [r[key] for r in sub], marker=marker, color=color, label=label)
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        ax.set_title(f"judge agreement gamma = {g}")
+        ax.set_xticks(xs, [str(r["delta"]) for r in sub])
+        ax.set_xlabel("delta")
+    axes[0].set_ylabel("median labels / clairvoyant")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("R-AutoEval+ labels to certify (risk 0.1, alpha 0.12), "
+                 "relative to the clairvoyant bettor", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--up-grid", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--quick", action="store_true", help="40 repetitions, no Beta table")
+    ap.add_argument("--png", type=Path,
+                    default=Path(__file__).resolve().parents[1] / "deploy/img/labels_vs_oracle.png")
+    args = ap.parse_args(argv)
+    reps = 40 if args.quick else args.reps
+    t0 = time.perf_counter()
+    rows: list[dict[str, object]] = []
+    for i, g in enumerate(GAMMAS):
+        gb, g0 = clairvoyant_growth(lambda rho, g=g: example1_q(g, rho))
+        rows += scenario("Example 1", g,
+                         lambda n, T, g=g, i=i: example1_data(g, n, T, args.seed + i),
+                         gb, g0, reps, args.up_grid, True)
+    print_table(f"Example 1, Bernoulli losses, certify side, {reps} repetitions (median labels /"
+                " clairvoyant)", rows)
+    beta: list[dict[str, object]] = []
+    if not args.quick:
+        for i, g in enumerate(GAMMAS):
+            gb, g0 = clairvoyant_growth(beta_q(g))
+            beta += scenario("Beta", g,
+                             lambda n, T, g=g, i=i: beta_data(g, n, T, args.seed + 10 + i),
+                             gb, g0, reps, args.up_grid, False)
+        print_table(f"Beta(1/2, 4.5) losses, certify side, {reps} repetitions (clairvoyant by "
+                    "Monte Carlo; UP not run)", beta)
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+    if not args.quick and plot(rows, args.png):
+        print(f"wrote {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
