@@ -49,7 +49,7 @@ alpha = 0.1
 delta = 0.05
 methods = ["r_eval", "r_autoeval", "r_autoeval_plus"]
 primary = "r_autoeval_plus"
-betting = "wsr"
+betting = "plugin_up"
 rhos = 10
 
 [metrics]
