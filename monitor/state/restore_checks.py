@@ -113,12 +113,20 @@ def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: in
             f"{where}: checkpoint was made under different certificate parameters "
             f"({'; '.join(diffs)}); the configuration always wins: restore with the "
             "original configuration or start from an empty checkpoint store")
-    for side in ("certify", "violate"):
-        ep = state[side]
+    if "plugin_tests" in state:  # plugin_up: one row per test
+        tests = state["plugin_tests"]
+        eps = [(f"{t['eprocess'].get('side')} test", t["eprocess"]) for t in tests]
+        progress = [(t["max_log_e"], t["crossed_at_round"]) for t in tests]
+        sums = [v for t in tests for v in (t["sum_human"], t["sum_shift"])]
+    else:
+        eps = [(side, state[side]) for side in ("certify", "violate")]
+        progress = [(mx, crossed) for mx, crossed in state["tests"]]
+        sums = [state["sum_human"], state["sum_shift"]]
+    for side, ep in eps:
         if _int(ep["rounds"], f"{where} {side} rounds") != rounds:
             raise RefusedState(f"{where}: {side} e-process has {ep['rounds']} rounds, "
-                             f"the model {rounds}")
-    for mx, crossed in state["tests"]:
+                             f"the epoch {rounds}")
+    for mx, crossed in progress:
         _finite(mx, f"{where} test maximum")
         if crossed is not None:
             c = _int(crossed, f"{where} crossing round")
@@ -127,8 +135,9 @@ def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: in
             if mx < -math.log(tdelta) - 1e-9:
                 raise RefusedState(f"{where}: a crossing whose maximum {mx} is below the "
                                  f"threshold log(1/{tdelta})")
-    for key in ("sum_human", "sum_shift", "sum_bias"):
-        _finite(state[key], f"{where} {key}")
+    for v in sums:
+        _finite(v, f"{where} sums")
+    _finite(state["sum_bias"], f"{where} sum_bias")
 
 
 def check_suite_dict(
@@ -170,8 +179,14 @@ def check_suite_dict(
         if sorted(names) != sorted(certs):
             raise RefusedState(f"{mw}: certificates {sorted(names)} in the checkpoint, "
                              f"{sorted(certs)} in the configuration")
+        started = {str(c): _int(e.get("started_round", 0), f"{mw} epoch start")
+                   for c, e in md.get("epochs", [])}
         for c, state in md["groups"]:
-            _check_group(expected[c], threshold_delta(certs[c]), state, rounds,
+            first = started.get(str(c), 0)
+            if first > rounds:
+                raise RefusedState(f"{mw}: epoch of {c!r} starts at round {first} after the "
+                                 f"model's {rounds} rounds")
+            _check_group(expected[c], threshold_delta(certs[c]), state, rounds - first,
                          f"{mw} certificate {c!r}")
         for c, m, e in md["effective"]:
             if e[0] not in STATUSES:

@@ -447,6 +447,8 @@ class SuiteState:
             judge.restart()
             for ep in model.epochs.values():
                 ep.restart_reliance()
+            for group in model.groups.values():
+                group.restart_reliance()
         if renewed and self._family_rule:
             self._refresh(None, ts, alerts)
 

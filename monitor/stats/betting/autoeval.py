@@ -388,6 +388,39 @@ class AutoEvalTest:
         """First round whose mixture ``log_e >= log(1/delta)``, or ``None``."""
         return self._crossed
 
+    def restart_reliance(self) -> None:
+        """Restart the reliance on the judge from the next round (after a judge drift).
+
+        ``plugin_up``: the plug-in reliance forgets its running sums. Mixture rules: the prior
+        weights are reset so that every rho holds an equal share of the current wealth, which
+        is a new uniform mixture started now with the wealth reached so far, so the e-value is
+        unchanged at this round and stays a supermartingale afterwards (rebalancing at a time
+        fixed by past rounds only).
+        """
+        if self._pl is not None:
+            self._pl.restart_reliance()
+            return
+        lw = self._row_ep().log_wealth_list()
+        if len(lw) < 2:
+            return
+        log_e = self.log_e
+        self._log_w0 = [log_e - math.log(len(lw)) - x for x in lw]
+        self._uniform = False
+        self._log_e_cache = None
+
+    @property
+    def prior_log_weights(self) -> list[float]:
+        """Log prior weights ``log w_{s,0}`` of the rho mixture (reset by restart_reliance)."""
+        return list(self._log_w0)
+
+    def set_prior_log_weights(self, log_w0: list[float]) -> None:
+        """Restore :attr:`prior_log_weights` (from a snapshot of a shared e-process)."""
+        if len(log_w0) != len(self._log_w0) or not all(math.isfinite(v) for v in log_w0):
+            raise ValueError("prior log weights: wrong length or not finite")
+        self._log_w0 = [float(v) for v in log_w0]
+        self._uniform = len(set(self._log_w0)) == 1
+        self._log_e_cache = None
+
     @property
     def progress(self) -> tuple[float, int | None, float, float]:
         """``(max_log_e, crossed_at_round, sum of human losses, sum of b - f)``."""

@@ -223,6 +223,7 @@ class PlugInEProcess:
         self._ref = 0.0
         self._rounds = 0
         self._sums = [0.0] * 5
+        self._since = 0  # round from which the running sums count (restart_reliance)
         self._log_e = 0.0
         self._set_rho(0.0 if self._plug else rs[0])
 
@@ -320,10 +321,23 @@ class PlugInEProcess:
             s[2] += human * human
             s[3] += human * shift
             s[4] += shift * shift
-            r = plugin_rho(self._rounds, s, self._alpha, self._c, self._side, self._rhos)
+            r = plugin_rho(self._rounds - self._since, s, self._alpha, self._c, self._side,
+                           self._rhos)
             if r != self._rho:
                 self._set_rho(r)
         return self._log_e
+
+    def restart_reliance(self) -> None:
+        """Forget the running sums of the plug-in reliance (after the judge drifted).
+
+        The wealth is untouched; from the next round the reliance is learned again from the
+        rounds after this one (rho 0 until two of them are seen). Valid: the reliance of every
+        round is still fixed before the round, from past rounds only.
+        """
+        if self._plug:
+            self._sums = [0.0] * 5
+            self._since = self._rounds
+            self._set_rho(0.0)
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -338,6 +352,7 @@ class PlugInEProcess:
             "bet": self._bet.to_dict(),
             "rounds": self._rounds,
             "sums": list(self._sums),
+            "since": self._since,
             "ref": self._ref,
             "cells": list(self._u),
         }
@@ -357,10 +372,14 @@ class PlugInEProcess:
         ep._ref = float(d["ref"])
         ep._sums = sums
         ep._rounds = int(d["rounds"])
+        ep._since = int(d.get("since", 0))
+        if not 0 <= ep._since <= ep._rounds:
+            raise ValueError("PlugInEProcess state: 'since' outside [0, rounds]")
         # as the live process: exactly 0 before the first round, then ref + log(sum u)
         ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum(u))
         if ep._plug:
-            ep._set_rho(plugin_rho(ep._rounds, sums, ep._alpha, ep._c, ep._side, ep._rhos))
+            ep._set_rho(plugin_rho(ep._rounds - ep._since, sums, ep._alpha, ep._c, ep._side,
+                                   ep._rhos))
         return ep
 
     @staticmethod

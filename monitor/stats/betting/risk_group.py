@@ -204,6 +204,7 @@ class CertificateGroup:
             BettingEProcess(self._alpha, self._tdelta, side, [-v for v in union],
                             [1.0 + v for v in union], bet)
             for side in ("certify", "violate"))
+        self._restarted = False  # a judge-drift restart changed the rho mixture weights
         self._grid: SharedGridWealth | None = None
         if cs_grid is not None:
             self._grid = SharedGridWealth(self._tdelta, union, bet, cs_grid,
@@ -277,6 +278,15 @@ class CertificateGroup:
         for t in self._tests:
             t.record(h, d)
 
+    def restart_reliance(self) -> None:
+        """Restart every test's reliance on the judge (see :meth:`AutoEvalTest.restart_reliance`).
+
+        The confidence sequences keep their rho mixture (their validity never depended on it).
+        """
+        for t in self._tests:
+            t.restart_reliance()
+        self._restarted = True
+
     # ------------------------------------------------------------------ views
     def __getitem__(self, method: str) -> RiskMonitor:
         """Return the member monitor of ``method``."""
@@ -326,6 +336,9 @@ class CertificateGroup:
             "sum_shift": first.progress[3],
             "sum_bias": next(iter(self._members.values())).sum_judge_bias,
             "cs": None if self._grid is None else self._grid.to_state(),
+            # only after a judge-drift restart of the rho mixture (else uniform, implied)
+            **({"log_w0": [t.prior_log_weights for t in self._tests]}
+               if self._restarted else {}),
         }
 
     def _config_state(self) -> dict[str, Any]:
@@ -366,6 +379,12 @@ class CertificateGroup:
             raise ValueError("CertificateGroup state: wrong number of tests")
         for t, (mx, crossed) in zip(g._tests, d["tests"], strict=True):
             t.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
+        if "log_w0" in d:
+            if len(d["log_w0"]) != len(g._tests):
+                raise ValueError("CertificateGroup state: wrong number of prior weights")
+            for t, w in zip(g._tests, d["log_w0"], strict=True):
+                t.set_prior_log_weights([float(v) for v in w])
+            g._restarted = True
         g._load_common(d)
         return g
 
