@@ -58,7 +58,7 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_regression_armed",
      "1 while the regression detector can end the epoch (pending or certified), else 0.", _CERT),
     ("certmon_improvement_statistic",
-     "Improvement e-detector statistic of a violated certificate (alarm at its threshold).",
+     "Improvement e-detector statistic of a violated certificate (0 when not violated).",
      _CERT),
     ("certmon_judge_drift_statistic",
      "Judge-drift e-detector statistic (0 during its warm-up).", (*_MODEL, "signal")),
@@ -326,8 +326,9 @@ def _add_epoch(families: _Families, key: list[str], view: Mapping[str, Any]) -> 
     armed = reg.get("armed")
     if isinstance(armed, bool):
         families.gauge("certmon_regression_armed", key, float(armed))
-    families.gauge("certmon_improvement_statistic", key,
-                   _mapping(view.get("improvement_detector")).get("statistic"))
+    if reg:  # the improvement detector runs only while violated: 0 otherwise
+        families.gauge("certmon_improvement_statistic", key,
+                       _mapping(view.get("improvement_detector")).get("statistic", 0.0))
 
 
 def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
