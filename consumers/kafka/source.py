@@ -460,7 +460,7 @@ class KafkaRunner:
                     self.connecting = False
                 consumer = self._require_consumer()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
-                self.metrics.connected(True)
+                self._connected(True)
                 progressed = False
                 while not stop.is_set():
                     fetcher = self._fetcher
@@ -494,7 +494,7 @@ class KafkaRunner:
                 raise
             except Exception as exc:  # the service stays up: log, back off, reconnect
                 self._ready = False
-                self.metrics.connected(False)
+                self._connected(False)
                 self.metrics.loop_failed(type(exc).__name__)
                 failures += 1
                 # a failure that repeats without progress in between is an error, not noise
@@ -511,8 +511,15 @@ class KafkaRunner:
                                         else repr(exc))
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
-        self.metrics.connected(False)
+        self._connected(False)
         self.close()
+
+    def _connected(self, up: bool) -> None:
+        # certmon_kafka_connected and certmon_up tell the same truth: while the brokers cannot
+        # be reached nothing is processed, so the instance is not "up" for its operators
+        self.metrics.connected(up)
+        if self.ops is not None:
+            self.ops.set_up(up)
 
     def _check_startup(self, started: float, reason: str) -> None:
         """Give up at first start when no broker answered within ``startup_timeout_seconds``."""
@@ -628,8 +635,7 @@ def run_kafka(
         server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready,
                                limits_from_config(config.metrics, dict(os.environ)))
         log.info("metrics served", extra={"port": server[0].server_port})
-    ops.set_up(True)
-    try:
+    try:  # certmon_up turns 1 once the consumer reaches the brokers (KafkaRunner._connected)
         runner.run(stop_event)
     finally:
         ops.set_up(False)

@@ -265,5 +265,5 @@ class OperationalMetrics:
         self._checkpoint_failures.inc()
 
     def set_up(self, up: bool) -> None:
-        """Set ``certmon_up`` to 1 while the processing loop runs, 0 while stopping."""
+        """Set ``certmon_up``: 1 while processing runs (Kafka: while the brokers answer)."""
         self._up.set(1.0 if up else 0.0)

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,20 @@ def test_first_start_without_a_broker_exits_with_one_line(tmp_path: Path) -> Non
 
 def test_sigterm_while_the_broker_is_unreachable_ends_within_5s(tmp_path: Path) -> None:
     cfg = _config(tmp_path, f"127.0.0.1:{_dead_port()}", "outage", startup_timeout_seconds=120)
+    port = _dead_port()
+    text = cfg.read_text().replace("enabled = false\nhost = \"127.0.0.1\"\nport = 0",
+                                   f"enabled = true\nhost = \"127.0.0.1\"\nport = {port}")
+    assert f"port = {port}" in text
+    cfg.write_text(text)
     proc = _certmon("run", "--config", str(cfg), "--state-out", str(tmp_path / "STATE.json"))
     time.sleep(4.0)  # inside the retry loop / a blocking bootstrap
     assert proc.poll() is None
+    # while the brokers cannot be reached, the instance does not claim to be up
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples = dict(line.rsplit(" ", 1) for line in body.splitlines()
+                   if line.startswith(("certmon_up ", "certmon_kafka_connected ")))
+    assert float(samples["certmon_up"]) == 0.0, samples
+    assert float(samples["certmon_kafka_connected"]) == 0.0, samples
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
