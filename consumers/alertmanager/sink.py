@@ -79,6 +79,9 @@ def has_userinfo(url: str) -> bool:
     return "@" in urllib.parse.urlsplit(url).netloc
 
 
+_MIN_LIFETIME = 3600.0  # seconds an active alert outlives a silent certmon by default
+
+
 class AlertmanagerSink:
     """Push certmon alerts to one or more Alertmanagers (``POST /api/v2/alerts``).
 
@@ -94,7 +97,10 @@ class AlertmanagerSink:
         Seconds between re-sends of an active alert.
     lifetime : float or None, optional
         ``endsAt`` of an active alert is ``now + lifetime`` at every send, so alerts expire on
-        their own if certmon stops re-sending; default ``4 * resend_interval``.
+        their own if certmon stops re-sending; default ``max(4 * resend_interval, 3600)``: a
+        violation pushed just before a crash stays visible through an hour of downtime (the
+        ``CertmonDown`` / ``CertmonAbsent`` rules page for the outage itself, and a restarted
+        process reconciles the alerts with its checkpoint).
     once_lifetime : float, optional
         How long one-shot alerts (``precision_reached`` and unknown kinds) stay active.
     timeout : float, optional
@@ -152,7 +158,7 @@ class AlertmanagerSink:
     ...     "method": "r_eval", "round": 40, "ts": 990.0, "evidence": {"log_e_value": 3.1}})
     >>> alert = json.loads(posted[0])[0]
     >>> alert["labels"]["alertname"], alert["startsAt"], alert["endsAt"]
-    ('CertmonCertificateCertified', '1970-01-01T00:16:40.000000Z', '1970-01-01T00:20:40.000000Z')
+    ('CertmonCertificateCertified', '1970-01-01T00:16:40.000000Z', '1970-01-01T01:16:40.000000Z')
     >>> alert["annotations"]["event_time"]
     '1970-01-01T00:16:30.000000Z'
     >>> alert["annotations"]["dashboard"]
@@ -192,7 +198,8 @@ class AlertmanagerSink:
         ]
         self._grafana = grafana_url.rstrip("/") if grafana_url else None
         self._resend = resend_interval
-        self._lifetime = lifetime if lifetime is not None else 4 * resend_interval
+        self._lifetime = (lifetime if lifetime is not None
+                          else max(4 * resend_interval, _MIN_LIFETIME))
         self._once_lifetime = once_lifetime
         self._timeout = timeout
         self._max_attempts = max_attempts

@@ -97,7 +97,7 @@ def test_labels_annotations_and_times() -> None:
     # startsAt = processing time (the sink's clock), not the event's ts; the latter is annotated
     assert alert["startsAt"] == "2025-11-21T04:40:00.000000Z"
     assert ann["event_time"] == "2025-11-21T04:39:50.000000Z"
-    assert alert["endsAt"] == "2025-11-21T04:44:00.000000Z"  # now + 4 * 60 s
+    assert alert["endsAt"] == "2025-11-21T05:40:00.000000Z"  # now + 1 h (the default lifetime)
 
 
 def test_label_set_is_stable_across_rounds_and_replays() -> None:
@@ -136,7 +136,7 @@ def test_periodic_resend_while_active_and_not_after_resolution() -> None:
     clock.now += 31
     sink.flush()
     assert len(am.posts) == 2
-    assert am.last()[0]["endsAt"] == "2025-11-21T04:42:31.000000Z"  # refreshed: now + 120
+    assert am.last()[0]["endsAt"] == "2025-11-21T05:40:31.000000Z"  # refreshed: now + 1 h
     sink.reconcile({"suites": {}})  # certificate gone from the state: resolved
     assert am.last()[0]["endsAt"] == "2025-11-21T04:40:31.000000Z"
     clock.now += 120
