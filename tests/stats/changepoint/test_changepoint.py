@@ -5,7 +5,6 @@ bounds (each test well under a minute; vectorized over replications)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -23,44 +22,18 @@ from monitor.stats.changepoint import (
     run_drift_batch,
     threshold_from,
 )
+from tests.stats.binomial import clopper_pearson_lower, clopper_pearson_upper
 
 ALPHA = 0.1
 CONF = 0.999  # confidence of the Clopper-Pearson bounds used in assertions
 
 
-# ------------------------------------------------------------------ Clopper-Pearson (no scipy)
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    if k < 0:
-        return 0.0
-    if k >= n or p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    i = np.arange(k + 1, dtype=float)
-    lg = np.vectorize(math.lgamma)
-    logt = (math.lgamma(n + 1) - lg(i + 1) - lg(n - i + 1) + i * math.log(p)
-            + (n - i) * math.log1p(-p))
-    m = float(logt.max())
-    return float(min(1.0, math.exp(m) * np.exp(logt - m).sum()))
-
-
-def _bisect(f, target: float) -> float:  # f decreasing in p
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if f(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
 def cp_upper(k: int, n: int, conf: float = CONF) -> float:
-    return 1.0 if k == n else _bisect(lambda p: _binom_cdf(k, n, p), 1.0 - conf)
+    return clopper_pearson_upper(k, n, conf)
 
 
 def cp_lower(k: int, n: int, conf: float = CONF) -> float:
-    return 0.0 if k == 0 else _bisect(lambda p: _binom_cdf(k - 1, n, p), conf)
+    return clopper_pearson_lower(k, n, conf)
 
 
 # ------------------------------------------------------------------ stream generators
