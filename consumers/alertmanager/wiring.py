@@ -198,6 +198,7 @@ def open_alert_sink(
             opened.append(AlertmanagerSink(
                 alertmanager_urls(spec), grafana_url=settings.grafana_url,
                 resend_interval=settings.resend_seconds, timeout=settings.timeout,
+                lifetime=max(settings.lifetime_seconds, 4 * settings.resend_seconds),
                 blocking_flush=False, max_attempts=3, backoff_max=CLOSE_BACKOFF_MAX,
                 headers=auth_headers(settings, os.environ),
             ))

@@ -247,6 +247,9 @@ class AlertmanagerConfig(_Section):
 
     grafana_url: str | None = None
     resend_seconds: _PosFloat = 60.0
+    # how long an active alert outlives a silent certmon (endsAt = last send + lifetime); at
+    # least 4 re-sends; a violation pushed before a crash stays visible through the outage
+    lifetime_seconds: _PosFloat = 3600.0
     timeout: _PosFloat = 5.0
     # authentication as Prometheus configures it: basic auth or a bearer token, secrets
     # from a file or the environment (CERTMON_ALERTMANAGER_PASSWORD / _BEARER_TOKEN) only

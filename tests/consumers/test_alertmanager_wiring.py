@@ -52,6 +52,7 @@ alerts = ["file:{alerts_file}", "alertmanager:{url}"]
 [sinks.alertmanager]
 grafana_url = "http://grafana.test:3000"
 resend_seconds = {resend}
+lifetime_seconds = {lifetime}
 timeout = 2.0
 """
 BASE = "[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\n"
@@ -198,8 +199,9 @@ def test_certmon_replay_and_run_push_to_real_alertmanager(alertmanager: str,
           "--seed", "3"], tmp_path)
     alerts_file = tmp_path / "alerts.jsonl"
     config = tmp_path / "certmon.toml"
-    # resend_seconds = 1: an alert lives 4 s after the last send (endsAt = now + 4 * resend).
-    config.write_text(CONFIG.format(alerts_file=alerts_file, url=alertmanager, resend=1.0))
+    # resend_seconds = 1, lifetime_seconds = 4: an alert lives 4 s after the last send.
+    config.write_text(CONFIG.format(alerts_file=alerts_file, url=alertmanager, resend=1.0,
+                                    lifetime=4.0))
     ckpt = tmp_path / "ckpt"
 
     # 1. certmon replay pushes every alert record as it is emitted.

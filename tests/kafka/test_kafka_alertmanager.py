@@ -49,8 +49,9 @@ def test_kafka_consumer_pushes_and_takes_over(
     text = setup.config_path.read_text().replace(
         'alerts = "kafka"', f'alerts = ["kafka", "alertmanager:{alertmanager}"]'
     )
-    # resend_seconds = 1: pushed alerts expire 4 s after the last send.
-    setup.config_path.write_text(text + "\n[sinks.alertmanager]\nresend_seconds = 1.0\n")
+    # resend_seconds = 1, lifetime_seconds = 4: pushed alerts expire 4 s after the last send.
+    setup.config_path.write_text(
+        text + "\n[sinks.alertmanager]\nresend_seconds = 1.0\nlifetime_seconds = 4.0\n")
     records: list[tuple[str | None, bytes]] = list(make_events(1500, seed=4))
     setup.produce(records)
     consumer = setup.start("c1")
