@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
@@ -169,3 +171,25 @@ def test_limits_survive_restore_and_are_tunable() -> None:
 
 def test_reasons_are_in_the_contract() -> None:
     assert {"id_too_long", "too_many_suites", "too_many_models"} <= set(REJECTION_REASONS)
+
+
+def test_replay_dead_letters_junk_and_over_limit_events(tmp_path: Path) -> None:
+    from consumers.cli import main
+
+    lines = [json.dumps({"type": "judge", "event_id": f"e{i}", "suite": f"junk{i}",
+                         "model": "m", "example_id": "x", "loss": "bad", "ts": 0})
+             for i in range(2000)]
+    lines += [ev("judge", f"v{i}", "x", suite=f"ok{i}").decode() for i in range(5)]
+    lines.append(ev("judge", "w", "x", suite="ok0", model="m" * 300).decode())
+    events = tmp_path / "in.jsonl"
+    events.write_text("\n".join(lines) + "\n")
+    state, dl = tmp_path / "state.json", tmp_path / "dl.jsonl"
+    cfg = Path(__file__).resolve().parents[1] / "examples" / "minimal.toml"
+    assert main(["replay", "--config", str(cfg), "--set", "events.max_suites=3", "--input",
+                 str(events), "--state-out", str(state), "--dead-letters-out", str(dl),
+                 "--quiet"]) == 0
+    reasons = Counter(json.loads(line)["reason"] for line in dl.read_text().splitlines())
+    assert reasons == {"wrong_type": 2000, "too_many_suites": 2, "id_too_long": 1}
+    doc = json.loads(state.read_text())
+    assert sorted(doc["suites"]) == ["ok0", "ok1", "ok2"]
+    assert doc["counters"]["events_in"] == 2006 and state.stat().st_size < 100_000
