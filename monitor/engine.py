@@ -49,6 +49,7 @@ from monitor.config import CertmonConfig, SuiteConfig
 from monitor.errors import CheckpointError
 from monitor.events import (
     REJECTION_REASONS,
+    Event,
     Rejection,
     dead_letter_record,
     decode_event,
@@ -107,9 +108,12 @@ def config_fingerprint(config: CertmonConfig) -> str:
     >>> a == config_fingerprint(parse_config(base, ["suites.0.audit_rate=0.2"]))
     False
     """
-    # the event-time bound only decides what is dead-lettered: tunable across a restart
+    # the event-time bound and the cardinality limits only decide what is dead-lettered:
+    # tunable across a restart
     doc = config.model_dump(mode="json", include={"suites", "events"},
-                            exclude={"events": {"max_ts_jump_seconds"}})
+                            exclude={"events": {"max_ts_jump_seconds", "max_id_bytes",
+                                                "max_suites", "max_models_per_suite",
+                                                "max_models"}})
     return sha256(canonical_json(doc).encode("ascii")).hexdigest()
 
 
@@ -134,7 +138,12 @@ class Engine:
         self.config = config
         self._max_bytes = config.events.max_bytes
         self._max_jump = config.events.max_ts_jump_seconds
+        self._max_id_bytes = config.events.max_id_bytes
+        self._max_suites = config.events.max_suites
+        self._max_suite_models = config.events.max_models_per_suite
+        self._max_models = config.events.max_models
         self._suites: dict[str, SuiteState] = {}
+        self._n_models = 0  # models of all suites (kept current by _apply and restore)
         self._fingerprint = config_fingerprint(config)
         self._selection = SelectionSuites(config)  # mode = "selection" suites
         self.events_in = 0
@@ -145,14 +154,46 @@ class Engine:
         self.alerts: dict[str, int] = dict.fromkeys(ALERT_KINDS, 0)
 
     # ------------------------------------------------------------------ processing
-    def _suite(self, name: str) -> SuiteState | None:
-        s = self._suites.get(name)
-        if s is None:
-            cfg = self._route(name)
-            if cfg is None or cfg.mode == "selection":
+    def _admit(self, ev: Event, suite: SuiteState | None) -> SuiteState | Rejection | None:
+        """Return the suite of a valid event whose suite or model is new, within the limits.
+
+        Returns the (possibly new) suite, None when no plain suite of this engine owns the
+        event (unrouted, or a selection suite), or the rejection when creating the suite or
+        the model would exceed ``[events]`` limits; then nothing is created.
+        """
+        new_model = 0
+        if suite is None:
+            cfg = self._route(ev.suite)
+            if cfg is None:
                 return None
-            s = self._suites[name] = SuiteState(name, cfg)
-        return s
+            if (cfg.mode != "selection" or ev.suite not in self._selection.states) and (
+                    len(self._suites) + len(self._selection.states) >= self._max_suites):
+                return Rejection("too_many_suites", f"suite {ev.suite!r} would be suite "
+                                 f"{self._max_suites + 1} of this instance, the limit is "
+                                 f"{self._max_suites} (events.max_suites)")
+            if cfg.mode == "selection":
+                return None
+            listed = {p for p in cfg.models if not any(ch in p for ch in "*?[")}
+            new_model = len(listed) + (ev.model not in listed and cfg.matches_model(ev.model))
+            have = 0
+        else:
+            cfg = suite.config
+            new_model = int(ev.model not in suite.models and cfg.matches_model(ev.model))
+            have = len(suite.models)
+        if new_model:
+            if have + new_model > self._max_suite_models:
+                return Rejection("too_many_models", f"model {ev.model!r} would be model "
+                                 f"{have + new_model} of suite {ev.suite!r}, the limit is "
+                                 f"{self._max_suite_models} (events.max_models_per_suite)")
+            if self._n_models + new_model > self._max_models:
+                return Rejection("too_many_models", f"model {ev.model!r} of suite "
+                                 f"{ev.suite!r} would be model {self._n_models + new_model}"
+                                 f" of this instance, the limit is {self._max_models} "
+                                 "(events.max_models)")
+        if suite is None:
+            suite = self._suites[ev.suite] = SuiteState(ev.suite, cfg)
+            self._n_models += len(suite.models)
+        return suite
 
     def _route(self, name: str) -> SuiteConfig | None:
         for sc in self.config.suites:
@@ -239,17 +280,23 @@ class Engine:
     ) -> Rejection | str | None:
         """Apply one event, appending its outputs; return its rejection or duplicate reason."""
         self.events_in += 1
-        ev = decode_event(raw, self._max_bytes)
+        ev = decode_event(raw, self._max_bytes, self._max_id_bytes)
         if isinstance(ev, Rejection):
-            self._reject(ev, raw, alerts)
+            self._reject(ev, raw)
             return ev
-        suite = self._suites.get(ev.suite) or self._suite(ev.suite)
+        suite = self._suites.get(ev.suite)
+        if suite is None or ev.model not in suite.models:
+            admitted = self._admit(ev, suite)
+            if isinstance(admitted, Rejection):
+                self._reject(admitted, raw)
+                return admitted
+            suite = admitted
         if (suite is not None and ev.ts - suite.watermark > self._max_jump
                 and suite.watermark != -math.inf):  # the first event sets the event time
             rej = Rejection("implausible_ts", f"ts {ev.ts!r} is more than "
                             f"{self._max_jump:g} s ahead of suite {ev.suite!r} event time "
                             f"{suite.watermark!r} (events.max_ts_jump_seconds)")
-            self._reject(rej, raw, alerts)
+            self._reject(rej, raw)
             return rej
         if suite is None:
             if not self._selection.owns(ev.suite):
@@ -258,7 +305,9 @@ class Engine:
             # evaluation requests, not label requests (see monitor/state/selection.py)
             dup = self._selection.handle(ev, alerts, requests)
         else:
+            n_models = len(suite.models)
             dup = suite.handle(ev, alerts, requests)
+            self._n_models += len(suite.models) - n_models
             if requests:
                 self.label_requests += len(requests)
         if alerts:
@@ -273,20 +322,19 @@ class Engine:
         self.duplicates[dup] += 1
         return dup
 
-    def _reject(self, rej: Rejection, raw: bytes, alerts: list[Alert]) -> None:
+    def _reject(self, rej: Rejection, raw: bytes) -> None:
+        """Count a rejection, attributed to its model when that model already exists.
+
+        A rejected event never creates a suite or a model (anyone who can write the input
+        could otherwise grow the state without bound with junk lines).
+        """
         self.rejected[rej.reason] += 1
         route = peek_route(raw) if rej.reason not in ("oversized", "undecodable") else None
         if route is not None:
-            suite = self._suite(route[0])
-            if suite is not None:
-                # A rejected event has no trustworthy ts: the model is created at the watermark.
-                new: list[Alert] = []
-                model = suite.model(route[1], suite.watermark, new)
-                if model is not None:
-                    model.counts["rejected"] += 1
-                for a in new:
-                    self.alerts[a["kind"]] += 1
-                alerts.extend(new)
+            suite = self._suites.get(route[0])
+            model = suite.models.get(route[1]) if suite is not None else None
+            if model is not None:
+                model.counts["rejected"] += 1
 
     # ------------------------------------------------------------------ views
     @property
@@ -379,6 +427,7 @@ class Engine:
                 suite = SuiteState.from_dict(cfg, sd)
                 check_restored_suite(cfg.multiplicity, suite.models)
                 eng._suites[str(sd["name"])] = suite
+                eng._n_models += len(suite.models)
             eng._selection.restore(snapshot.get("selection", []))
         except RefusedState as exc:
             raise CheckpointError(f"checkpoint refused: {exc}") from None

@@ -37,6 +37,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_ID_BYTES",
     "REJECTION_REASONS",
     "Event",
     "Rejection",
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_EVENT_BYTES: Final = 64 * 1024
+DEFAULT_MAX_ID_BYTES: Final = 256
 REJECTION_REASONS: Final = (
     "undecodable",
     "oversized",
@@ -58,6 +60,9 @@ REJECTION_REASONS: Final = (
     "not_finite",
     "invalid_value",
     "implausible_ts",  # ts too far ahead of the suite's event time (monitor.engine)
+    "id_too_long",  # event_id / example_id / suite / model over events.max_id_bytes
+    "too_many_suites",  # would create a suite beyond events.max_suites (monitor.engine)
+    "too_many_models",  # would create a model beyond events.max_models[_per_suite]
 )
 
 _RFC3339 = re.compile(
@@ -219,7 +224,13 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def decode_event(raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event | Rejection:
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def decode_event(
+    raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES, max_id_bytes: int = DEFAULT_MAX_ID_BYTES
+) -> Event | Rejection:
     """Validate raw bytes into an :class:`Event`, or explain why not.
 
     Parameters
@@ -228,6 +239,9 @@ def decode_event(raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event 
         One event (a JSON object, UTF-8). A trailing newline is allowed.
     max_bytes : int
         Larger payloads are rejected as ``oversized`` without being parsed.
+    max_id_bytes : int
+        An ``event_id``, ``example_id``, ``suite`` or ``model`` longer than this (UTF-8
+        bytes) is rejected as ``id_too_long``.
 
     Returns
     -------
@@ -247,6 +261,9 @@ def decode_event(raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event 
     'missing_field'
     >>> decode_event(b"x" * 10, max_bytes=5).detail
     'event is 10 bytes, the limit is 5'
+    >>> decode_event(b'{"type": "judge", "event_id": "e1", "suite": "qa", "model": "m1",'
+    ...              b' "example_id": "x1", "loss": 0, "ts": 0}', max_id_bytes=1).detail
+    'event_id is 2 bytes, the limit is 1 (events.max_id_bytes)'
     """
     if len(raw) > max_bytes:
         return Rejection("oversized", f"event is {len(raw)} bytes, the limit is {max_bytes}")
@@ -256,6 +273,13 @@ def decode_event(raw: bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Event 
         return _classify(exc, raw)
     if ev.audit is not None and ev.type == "label":
         return Rejection("invalid_value", "audit: only judge events may carry an audit flag")
+    for name, value in (("event_id", ev.event_id), ("example_id", ev.example_id),
+                        ("suite", ev.suite), ("model", ev.model)):
+        # UTF-8 takes 1 to 4 bytes per character: encode only when the length is ambiguous
+        if len(value) > max_id_bytes or (
+                4 * len(value) > max_id_bytes and _utf8_len(value) > max_id_bytes):
+            return Rejection("id_too_long", f"{name} is {_utf8_len(value)} bytes, the limit "
+                             f"is {max_id_bytes} (events.max_id_bytes)")
     return ev
 
 

@@ -482,8 +482,13 @@ def test_listed_models_exist_from_start_and_rejected_first_event() -> None:
     eng = Engine(make_config(models=["a", "b*"], multiplicity="e_bh", family_size=3))
     res = eng.process(ev("judge", "j", "x", model="bz", loss=9.0))
     assert res.rejection is not None
+    # a rejected event creates no suite and no model (issue 14): counted by the engine only
+    assert "qa" not in eng.suites and eng.counters["rejected"]["out_of_range"] == 1
+    eng.process(ev("judge", "k", "x", model="bz"))
     models = eng.state_view()["suites"]["qa"]["models"]
-    assert set(models) == {"a", "bz"} and models["bz"]["counts"]["rejected"] == 1
+    assert set(models) == {"a", "bz"} and models["bz"]["counts"]["rejected"] == 0
+    eng.process(ev("judge", "l", "x", model="bz", loss=9.0))
+    assert eng.state_view()["suites"]["qa"]["models"]["bz"]["counts"]["rejected"] == 1
     assert models["a"]["certificates"]["risk"]["methods"]["r_eval"]["status"] == "pending"
     json.dumps(eng.state_view(), allow_nan=False)
     run(eng, certify_stream("a", 40))

@@ -300,10 +300,25 @@ class EventsConfig(_Section):
     time (the largest ``ts`` seen) is dead-lettered as ``implausible_ts`` instead of moving
     the event time, so one bad clock or forged event cannot expire every pending join.
     Raise it if an honest suite can be silent for longer.
+
+    Cardinality limits (state is created only by accepted events, and only within them):
+    ``max_id_bytes`` bounds the UTF-8 length of ``event_id``, ``example_id``, ``suite`` and
+    ``model`` (a longer one is dead-lettered as ``id_too_long``: ids are kept for dedupe and
+    names become state keys and metric labels); ``max_suites`` bounds the suites of one
+    engine (a Kafka partition, or the file runner), ``max_models_per_suite`` and
+    ``max_models`` the models of one suite and of the engine. An event that would create a
+    suite or a model beyond them is dead-lettered as ``too_many_suites`` /
+    ``too_many_models``. None of them is part of the checkpoint fingerprint: they only
+    decide what is dead-lettered, so they can be tuned across a restart (a restored state
+    above a lowered limit is kept; only new suites and models are refused).
     """
 
     max_bytes: _PosInt = 64 * 1024
     max_ts_jump_seconds: _PosFloat = 30 * 86400.0
+    max_id_bytes: _PosInt = 256
+    max_suites: _PosInt = 10_000
+    max_models_per_suite: _PosInt = 100_000
+    max_models: _PosInt = 100_000
 
 
 class CertmonConfig(_Section):

@@ -1,0 +1,194 @@
+"""Fleet scale: the cost of monitored models, 1 to 10,000 models on streams of one shape.
+
+Every size replays the same stream length and shape: ``--labels`` labels in all, spread
+round-robin over the models (so rounds of all models interleave), each label preceded by
+10 judge events of its model (one audited, nine not); suites hold up to 50 models. The
+certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000,
+``plugin_up``). Each size runs in a fresh subprocess (so peak RSS is that size's own) and
+reports:
+
+- events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
+- peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and RSS before the engine;
+- checkpoint bytes and time (``monitor.checkpoint.encode_checkpoint(engine.snapshot())``);
+- scrape time and series of a :class:`monitor.metrics.StateCollector` over the state;
+- each figure's ratio to the one-model run.
+
+A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
+(``RLIMIT_AS`` in the child): the row then says how many models and events it reached, and
+the per-model memory of the largest completed run says what the full size would need. The
+machine is shared: the budget keeps this benchmark from taking it over.
+
+Usage: python benchmarks/fleet_scale.py [--labels 20000] [--sizes 1,100,1000,10000]
+       [--budget-gb 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+CONFIG = """
+[[suites]]
+name = "*"
+models = ["*"]
+audit_rate = 0.1
+
+[[suites.certificates]]
+name = "risk"
+alpha = 0.1
+delta = 0.05
+"""
+JUDGES_PER_LABEL = 10
+MODELS_PER_SUITE = 50
+
+
+def make_stream(n_models: int, n_labels: int, seed: int = 0) -> list[bytes]:
+    """Return the JSONL lines: ``n_labels`` x (10 judge events + 1 label), models round-robin."""
+    rng = np.random.default_rng(seed)
+    human = rng.random(n_labels) < 0.05
+    flip = rng.random((n_labels, JUDGES_PER_LABEL)) < 0.1
+    lines: list[bytes] = []
+    for i in range(n_labels):
+        m = i % n_models
+        head = f'"suite": "s{m // MODELS_PER_SUITE}", "model": "m{m}"'
+        for k in range(JUDGES_PER_LABEL):
+            loss = float(human[i] != flip[i, k]) if k == 0 else float(flip[i, k])
+            ex = f"x{i}" if k == 0 else f"u{i}_{k}"
+            lines.append((f'{{"type": "judge", "event_id": "j{i}_{k}", {head}, '
+                          f'"example_id": "{ex}", "loss": {loss}, "ts": {i}, '
+                          f'"audit": {"true" if k == 0 else "false"}}}').encode())
+        lines.append((f'{{"type": "label", "event_id": "l{i}", {head}, "example_id": "x{i}", '
+                      f'"loss": {float(human[i])}, "ts": {i}}}').encode())
+    return lines
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
+    """Measure one size (run in a fresh process)."""
+    limit = int(budget_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from monitor.checkpoint import encode_checkpoint
+    from monitor.config import parse_config
+    from monitor.engine import Engine
+    from monitor.metrics import StateCollector
+
+    lines = make_stream(n_models, n_labels)
+    out: dict[str, Any] = {"models": n_models, "events": len(lines),
+                           "rss_before_mb": _rss_mb()}
+    eng = Engine(parse_config(CONFIG))
+    done = 0
+    t0 = time.perf_counter()
+    try:
+        for start in range(0, len(lines), 4096):
+            batch = lines[start:start + 4096]
+            eng.process_batch(batch)
+            done += len(batch)
+        out["seconds"] = time.perf_counter() - t0
+        out["events_per_s"] = len(lines) / out["seconds"]
+        out["replay_rss_mb"] = out["peak_rss_mb"] = _rss_mb()
+        t0 = time.perf_counter()
+        blob = encode_checkpoint(eng.snapshot(), {"offset": len(lines)})
+        out["checkpoint_s"] = time.perf_counter() - t0
+        out["checkpoint_bytes"] = len(blob)
+        del blob
+        reg = CollectorRegistry()
+        reg.register(StateCollector(eng.state_view))
+        t0 = time.perf_counter()
+        text = generate_latest(reg)
+        out["scrape_s"] = time.perf_counter() - t0
+        out["series"] = sum(1 for ln in text.splitlines() if ln and not ln.startswith(b"#"))
+        out["peak_rss_mb"] = _rss_mb()
+        out["status"] = "ok"
+    except MemoryError:
+        out["status"] = "memory_error"
+        out["events_done"] = done
+        out["models_created"] = sum(len(s.models) for s in eng.suites.values())
+        out["seconds"] = time.perf_counter() - t0
+        out["peak_rss_mb"] = _rss_mb()
+    out["rejected"] = sum(eng.counters["rejected"].values())
+    return out
+
+
+def _fmt(row: dict[str, Any], base: dict[str, Any] | None) -> str:
+    def ratio(key: str) -> str:
+        if base is None or key not in row or not base.get(key):
+            return ""
+        x = row[key] / base[key]
+        return f" ({x:.0f}x)" if x >= 100 else f" ({x:.2g}x)"
+
+    if row["status"] != "ok":
+        return (f"{row['models']:>7} | budget exceeded after {row['events_done']:,} of "
+                f"{row['events']:,} events, {row['models_created']:,} models created, "
+                f"{row['seconds']:.1f} s, peak RSS {row['peak_rss_mb']:,.0f} MB (the limit "
+                f"is on address space: allocated grids not yet touched count there)")
+    return (f"{row['models']:>7} | {row['events_per_s']:>9,.0f}{ratio('events_per_s'):9} | "
+            f"{row['peak_rss_mb']:>7,.0f}{ratio('peak_rss_mb'):8} | "
+            f"{row['checkpoint_bytes'] / 1e6:>8.1f}{ratio('checkpoint_bytes'):9} | "
+            f"{row['checkpoint_s']:>6.2f}{ratio('checkpoint_s'):8} | "
+            f"{row['scrape_s']:>6.2f}{ratio('scrape_s'):8} | {row['series']:>9,}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--labels", type=int, default=20_000,
+                    help="labels in each stream (x11 events)")
+    ap.add_argument("--sizes", default="1,100,1000,10000")
+    ap.add_argument("--budget-gb", type=float, default=4.0,
+                    help="address-space limit of each child process")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child, args.labels, args.budget_gb)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"stream: {args.labels:,} labels x ({JUDGES_PER_LABEL} judge + 1 label) = "
+          f"{args.labels * (JUDGES_PER_LABEL + 1):,} events per size; models round-robin, "
+          f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, cs_grid "
+          f"1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(" models |  events/s (ratio) | RSS MB (ratio) | ckpt MB (ratio) | ckpt s (ratio) "
+          "| scrape s (ratio) | series")
+    base: dict[str, Any] | None = None
+    rows = []
+    for n in sizes:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--labels",
+                               str(args.labels), "--budget-gb", str(args.budget_gb)],
+                              capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            print(f"{n:>7} | failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        if base is None and row["status"] == "ok":
+            base = row
+        print(_fmt(row, base if row is not base else None), flush=True)
+    ok = [r for r in rows if r["status"] == "ok"]
+    if ok:
+        big = max(ok, key=lambda r: r["models"])
+        per = (big["replay_rss_mb"] - big["rss_before_mb"]) / big["models"]
+        print(f"RSS per model ({big['models']:,} models): {per:.2f} MB (peak RSS after the "
+              f"replay, before checkpoint and scrape, above the pre-engine RSS of "
+              f"{big['rss_before_mb']:.0f} MB); checkpoint "
+              f"{big['checkpoint_bytes'] / big['models'] / 1e3:.0f} kB per model")
+        for r in rows:
+            if r["status"] != "ok":
+                print(f"{r['models']:,} models would need about "
+                      f"{per * r['models'] / 1024:.1f} GB at that rate")
+
+
+if __name__ == "__main__":
+    main()
