@@ -179,6 +179,13 @@ class ModelState:
         self.block_sum += judge_loss
         self.block_count += 1
 
+    def restart_reliance(self) -> None:
+        """Re-learn the reliance on the judge from the next round (after a judge drift)."""
+        for ep in self.epochs.values():
+            ep.restart_reliance()
+        for group in self.groups.values():
+            group.restart_reliance()
+
     def close_block(self) -> tuple[float, int]:
         """Close the current block (an audited judge event arrived): ``(sum, count)``."""
         block = (self.block_sum, self.block_count)

@@ -69,6 +69,7 @@ from monitor.events import Event
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.judge_drift import JudgeDrift
+from monitor.state.lifecycle import act_on_detectors
 from monitor.state.model import ModelState
 from monitor.state.strata import UNIFORM, StrataSpec, StrataState
 from monitor.state.views import alert_evidence, model_view
@@ -414,41 +415,9 @@ class SuiteState:
         self._lifecycle(model, ts, alerts)
 
     def _lifecycle(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
-        # the epochs decide (monitor.state.epochs); the suite alerts and opens the new epoch
-        renewed = False
-        for cert in self._certs:
-            primary = self._primary[cert.name]
-            status = model.effective[(cert.name, primary)].status
-            epochs = model.epochs[cert.name]
-            kind = epochs.decide(status)
-            if kind is None:
-                continue
-            renewed = True
-            rounds = model.counts["rounds"]
-            evidence = alert_evidence(model, cert.name, primary, kind, self.config.multiplicity)
-            evidence.update(epochs.evidence(kind, rounds), status_before=status)
-            alerts.append(make_alert(kind, self.name, model.name, cert.name, primary, rounds,
-                                     ts, evidence))
-            if kind == "regression" and status == "certified":
-                alerts.append(make_alert("certificate_lost", self.name, model.name, cert.name,
-                                         primary, rounds, ts, evidence))
-            model.new_epoch(cert, self.threshold_delta(cert), kind,
-                            ts if math.isfinite(ts) else None)
-        judge = model.judge
-        drift = None if judge is None else judge.alarm()
-        if judge is not None and drift is not None and self._certs:
-            cert = self._certs[0]
-            rounds = model.counts["rounds"]
-            drift["change_round"] = (None if drift["change_round_in_watch"] is None else
-                                     rounds - drift["rounds_watched"]
-                                     + drift["change_round_in_watch"])
-            alerts.append(make_alert("judge_drift", self.name, model.name, cert.name, "judge",
-                                     rounds, ts, drift))
-            judge.restart()
-            for ep in model.epochs.values():
-                ep.restart_reliance()
-            for group in model.groups.values():
-                group.restart_reliance()
+        # the detectors decide (monitor.state.epochs); monitor.state.lifecycle acts
+        renewed = act_on_detectors(self.name, model, self._certs, self.threshold_delta,
+                                   self.config.multiplicity, ts, alerts)
         if renewed and self._family_rule:
             self._refresh(None, ts, alerts)
 
