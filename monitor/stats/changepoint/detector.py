@@ -180,7 +180,10 @@ def _float_views(x: float | Sequence[float] | FloatArray, views: int, name: str)
         if not math.isfinite(v):
             raise ValueError(f"{name} must be finite, got {v}")
         return [v] * views
-    return [float(v) for v in as_views(x, views, name).tolist()]
+    if isinstance(x, (list, tuple)) and len(x) == views and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in x):
+        return [float(v) for v in x]
+    return [float(v) for v in as_views(x, views, name).tolist()]  # raises the precise error
 
 
 def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
