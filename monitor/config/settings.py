@@ -43,17 +43,15 @@ from monitor.config.kafka import KafkaConfig
 from monitor.errors import ConfigError
 from monitor.selection import SelectionSettings
 
+# the certificate and strata sections are re-exported by the package (monitor.config), not here
 __all__ = [
-    "METHODS",
     "AlertmanagerConfig",
-    "CertificateConfig",
     "CertmonConfig",
     "CheckpointConfig",
     "EventsConfig",
     "MetricsConfig",
     "SinksConfig",
     "SourceConfig",
-    "StrataConfig",
     "SuiteConfig",
     "apply_override",
     "load_config",
@@ -61,7 +59,6 @@ __all__ = [
 ]
 
 from monitor.config.sections import (
-    METHODS,
     CertificateConfig,
     StrataConfig,
 )
