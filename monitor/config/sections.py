@@ -77,6 +77,9 @@ class CertificateConfig(Section):
     horizon: PosInt | None = None
     up_grid: PosInt = 1000
     cs_grid: PosInt | None = 1000
+    # confidence-sequence design: "bernstein" keeps five sums per rho and side (a few hundred
+    # bytes per certificate); "grid" keeps the wealth of every grid point (about 160 kB)
+    cs_kind: Literal["bernstein", "grid"] = "bernstein"
     precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = None
     # change detection (regression / improvement e-detectors): alarm threshold A, given as an
     # average run length ``detector_arl`` or as a false-alarm probability over a horizon of

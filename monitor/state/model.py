@@ -64,7 +64,8 @@ def build_group(cert: CertificateConfig, threshold_delta: float) -> CertificateG
     """
     bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid)
     return CertificateGroup(cert.alpha, cert.delta, cert.methods, bet, n_rhos=cert.rhos,
-                            cs_grid=cert.cs_grid, threshold_delta=threshold_delta)
+                            cs_grid=cert.cs_grid, threshold_delta=threshold_delta,
+                            cs_kind=cert.cs_kind)
 
 
 def build_monitor(cert: CertificateConfig, method: str, threshold_delta: float) -> RiskMonitor:
@@ -85,6 +86,7 @@ def build_monitor(cert: CertificateConfig, method: str, threshold_delta: float) 
         n_rhos=cert.rhos,
         cs_grid=cert.cs_grid,
         threshold_delta=threshold_delta,
+        cs_kind=cert.cs_kind,
     )
 
 

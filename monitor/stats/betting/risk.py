@@ -20,11 +20,13 @@ from monitor.stats.betting.autoeval import (
 )
 from monitor.stats.betting.bets import BetConfig
 
-__all__ = ["METHODS", "Interval", "RiskMonitor", "Status", "check_level"]
+__all__ = ["CS_KINDS", "METHODS", "Interval", "RiskMonitor", "Status", "check_cs_kind",
+           "check_level"]
 
 Status = Literal["pending", "certified", "violated"]
 _STATE_KIND = "certmon.RiskMonitor"
 METHODS = ("r_eval", "r_autoeval", "r_autoeval_plus")
+CS_KINDS = ("bernstein", "grid")
 
 
 class Interval(Protocol):
@@ -47,6 +49,42 @@ class Interval(Protocol):
 
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state."""
+
+
+def check_cs_kind(kind: object) -> str:
+    """Return ``kind`` if it names a confidence-sequence design of :data:`CS_KINDS`.
+
+    Examples
+    --------
+    >>> check_cs_kind("bernstein")
+    'bernstein'
+    """
+    if kind not in CS_KINDS:
+        raise ValueError(f"cs_kind must be one of {CS_KINDS}, got {kind!r}")
+    return str(kind)
+
+
+def make_interval(kind: str, delta: float, rhos: list[float], bet: BetConfig,
+                  grid: int) -> Interval:
+    """A standalone confidence sequence of design ``kind`` (see :data:`CS_KINDS`)."""
+    if check_cs_kind(kind) == "grid":
+        from monitor.stats.betting.confseq import HedgedConfidenceSequence
+
+        return HedgedConfidenceSequence(delta, rhos, bet, grid_size=grid)
+    from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+
+    return BernsteinSequences(delta, rhos, bet, grid, [list(range(len(rhos)))]).members[0]
+
+
+def interval_from_state(d: dict[str, Any]) -> Interval:
+    """Rebuild a standalone confidence sequence from its ``to_state`` output."""
+    from monitor.stats.betting.confseq_bernstein import FORMAT, BernsteinSequences
+
+    if d.get("format") == FORMAT:
+        return BernsteinSequences.from_state(d).members[0]
+    from monitor.stats.betting.confseq import HedgedConfidenceSequence
+
+    return HedgedConfidenceSequence.from_state(d)
 
 
 def check_level(name: str, v: object) -> float:
@@ -78,8 +116,9 @@ class RiskMonitor:
     n_rhos : int
         Number of rhos for ``r_autoeval_plus`` (ignored otherwise).
     cs_grid : int or None
-        Grid size of the hedged confidence sequence; ``None`` disables it (then
-        ``cs_lower, cs_upper = 0.0, 1.0``, the trivial interval, and ``cs_valid`` is True).
+        Resolution of the hedged confidence sequence (bounds are multiples of
+        ``1 / cs_grid``); ``None`` disables it (then ``cs_lower, cs_upper = 0.0, 1.0``, the
+        trivial interval, and ``cs_valid`` is True).
     threshold_delta : float, optional
         The level actually used after multiplicity correction (e.g. ``delta / K`` for
         Bonferroni); defaults to ``delta``. Both tests reject at ``1/threshold_delta``, their WSR
@@ -118,6 +157,7 @@ class RiskMonitor:
         n_rhos: int = 10,
         cs_grid: int | None = 1000,
         threshold_delta: float | None = None,
+        cs_kind: str = "bernstein",
     ) -> None:
         self._alpha = check_level("alpha", alpha)
         self._delta = check_level("delta", delta)
@@ -129,15 +169,14 @@ class RiskMonitor:
         self._bet = bet
         self._n_rhos = n_rhos
         self._cs_grid = cs_grid
+        self._cs_kind = check_cs_kind(cs_kind)
         rhos = method_rhos(self._method, n_rhos)
         self._certify = AutoEvalTest(self._alpha, self._tdelta, "certify", rhos, bet)
         self._violate = AutoEvalTest(self._alpha, self._tdelta, "violate", rhos, bet)
         self._twins = bet.rule == "wsr"
         self._cs: Interval | None = None
         if cs_grid is not None:
-            from monitor.stats.betting.confseq import HedgedConfidenceSequence
-
-            self._cs = HedgedConfidenceSequence(self._tdelta, rhos, bet, grid_size=cs_grid)
+            self._cs = make_interval(cs_kind, self._tdelta, rhos.tolist(), bet, cs_grid)
         self._sum_bias = 0.0
 
     @classmethod
@@ -166,6 +205,7 @@ class RiskMonitor:
             config["bet"])
         m._n_rhos = int(config["n_rhos"])
         m._cs_grid = None if config["cs_grid"] is None else int(config["cs_grid"])
+        m._cs_kind = check_cs_kind(config.get("cs_kind", "grid"))
         m._certify, m._violate = certify, violate
         m._twins = certify.is_twin_of(violate)
         m._cs = cs
@@ -325,6 +365,7 @@ class RiskMonitor:
                 "bet": self._bet.to_dict(),
                 "n_rhos": self._n_rhos,
                 "cs_grid": self._cs_grid,
+                "cs_kind": self._cs_kind,
                 "threshold_delta": self._tdelta,
             },
             "certify": self._certify.to_state(),
@@ -340,8 +381,6 @@ class RiskMonitor:
             raise ValueError(f"not a RiskMonitor state (kind={d.get('kind')!r})")
         cs = None
         if d["cs"] is not None:
-            from monitor.stats.betting.confseq import HedgedConfidenceSequence
-
-            cs = HedgedConfidenceSequence.from_state(d["cs"])
+            cs = interval_from_state(d["cs"])
         return cls.from_parts(d["config"], AutoEvalTest.from_state(d["certify"]),
                               AutoEvalTest.from_state(d["violate"]), cs, d["sum_bias"])

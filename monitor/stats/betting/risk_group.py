@@ -22,9 +22,10 @@ import numpy as np
 
 from monitor.stats.betting.autoeval import AutoEvalTest, check_round, method_rhos
 from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
-from monitor.stats.betting.risk import METHODS, RiskMonitor, check_level
+from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -147,7 +148,12 @@ class CertificateGroup:
     n_rhos : int
         Number of rhos of ``r_autoeval_plus``.
     cs_grid : int or None
-        Confidence-sequence grid size, ``None`` for none.
+        Confidence-sequence resolution (bounds are multiples of ``1 / cs_grid``), ``None`` for
+        no sequence.
+    cs_kind : {"bernstein", "grid"}
+        ``"bernstein"`` (default): :class:`~monitor.stats.betting.confseq_bernstein.
+        BernsteinSequences`, a few hundred bytes per certificate; ``"grid"``: the wealth of
+        every grid point (:class:`~monitor.stats.betting.confseq_group.SharedGridWealth`).
     threshold_delta : float, optional
         Level after multiplicity correction (default ``delta``).
 
@@ -183,7 +189,7 @@ class CertificateGroup:
 
     def __init__(self, alpha: float, delta: float, methods: Sequence[str], bet: BetConfig,
                  n_rhos: int = 10, cs_grid: int | None = 1000,
-                 threshold_delta: float | None = None) -> None:
+                 threshold_delta: float | None = None, cs_kind: str = "bernstein") -> None:
         self._alpha = check_level("alpha", alpha)
         self._delta = check_level("delta", delta)
         self._tdelta = self._delta if threshold_delta is None else check_level(
@@ -195,6 +201,7 @@ class CertificateGroup:
         self._bet = bet
         self._n_rhos = n_rhos
         self._cs_grid = cs_grid
+        self._cs_kind = check_cs_kind(cs_kind)
         per = {m: [float(v) for v in method_rhos(m, n_rhos).tolist()] for m in meths}  # type: ignore[arg-type]
         union = sorted({v for rs in per.values() for v in rs})
         self._rhos = union
@@ -205,10 +212,10 @@ class CertificateGroup:
                             [1.0 + v for v in union], bet)
             for side in ("certify", "violate"))
         self._restarted = False  # a judge-drift restart changed the rho mixture weights
-        self._grid: SharedGridWealth | None = None
+        self._grid: SharedGridWealth | BernsteinSequences | None = None
         if cs_grid is not None:
-            self._grid = SharedGridWealth(self._tdelta, union, bet, cs_grid,
-                                          [self._rows[m] for m in meths])
+            kind = SharedGridWealth if cs_kind == "grid" else BernsteinSequences
+            self._grid = kind(self._tdelta, union, bet, cs_grid, [self._rows[m] for m in meths])
         self._wire()
 
     def _wire(self, own: list[AutoEvalTest] | None = None) -> None:
@@ -231,7 +238,7 @@ class CertificateGroup:
                     for ep in self._eps)
             config = {"alpha": self._alpha, "delta": self._delta, "method": meth,
                       "bet": self._bet, "n_rhos": self._n_rhos, "cs_grid": self._cs_grid,
-                      "threshold_delta": self._tdelta}
+                      "cs_kind": self._cs_kind, "threshold_delta": self._tdelta}
             cs = None if self._grid is None else self._grid.members[j]
             self._members[meth] = GroupedRiskMonitor.from_parts(config, certify, violate, cs)
             self._tests.extend((certify, violate))
@@ -350,6 +357,7 @@ class CertificateGroup:
             "bet": self._bet.to_dict(),
             "n_rhos": self._n_rhos,
             "cs_grid": self._cs_grid,
+            "cs_kind": self._cs_kind,
         }
 
     @classmethod
@@ -359,7 +367,8 @@ class CertificateGroup:
             raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
         c = d["config"]
         g = cls(c["alpha"], c["delta"], c["methods"], BetConfig.from_dict(c["bet"]),
-                n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"])
+                n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"],
+                cs_kind=c.get("cs_kind", "grid"))
         if g._plugin:
             tests = [AutoEvalTest.from_state(t) for t in d["plugin_tests"]]
             if [(t.side, t.rhos.tolist()) for t in tests] != [

@@ -1,0 +1,192 @@
+"""Quadratic lower bounds on betting log-wealth: a whole grid of tests in five running sums.
+
+Pure helpers behind :class:`monitor.stats.betting.confseq_bernstein.BernsteinSequences`. Betting
+``lam_t`` (the same for every candidate mean ``m``) on ``y_t = m - q_t`` (upper test) or
+``y_t = q_t - m`` (lower test), Fan's inequality
+
+    ``log(1 + z) >= z + kappa(a) z^2``  for every ``z >= -a``, ``0 < a < 1``,
+    ``kappa(a) = (log(1 - a) + a) / a^2``
+
+(Fan, Grama and Liu 2015; the step behind Waudby-Smith and Ramdas' predictable-plugin
+empirical-Bernstein sequence) bounds each round's log factor by a quadratic in ``m``. Summed
+over rounds, the log-wealth at *every* ``m`` is bounded below by
+
+    ``Q(m) = +-(m A - B) + m^2 C - 2 m D + E``
+
+with ``A = sum lam``, ``B = sum lam q``, ``C = sum k lam^2``, ``D = sum k lam^2 q``,
+``E = sum k lam^2 q^2`` (``k = kappa(a_t)``): five numbers per (rho, side) instead of one
+wealth per grid point. Rows of the sums arrays are ``[A, B, C, D, E]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "N_SUMS",
+    "fan_kappa",
+    "fan_slope",
+    "fold_sums",
+    "log_mean_exp_rows",
+    "quadratic_bound",
+    "quadratic_bound_list",
+    "round_terms",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+N_SUMS = 5
+# kappa is computed below its exact value by at least this much: a margin far above the
+# rounding error of log1p and of the series, so the quadratic stays a lower bound
+_KAPPA_SLACK = 1e-9
+_SERIES_BELOW = 1e-3
+
+
+def fan_kappa(a: FloatArray) -> FloatArray:
+    """Coefficient ``kappa(a) = (log(1 - a) + a) / a^2`` of Fan's inequality, rounded down.
+
+    Parameters
+    ----------
+    a : ndarray
+        Largest loss fraction of a round, ``0 < a < 1`` (``a = 0`` is accepted: the limit).
+
+    Returns
+    -------
+    ndarray
+        ``kappa(a) - 1e-9`` or less: ``<= -1/2``, decreasing in ``a``.
+
+    Examples
+    --------
+    >>> round(float(fan_kappa(np.array([0.5]))[0]), 6)   # (log 0.5 + 0.5) / 0.25
+    -0.772589
+    >>> bool(fan_kappa(np.array([1e-6]))[0] < -0.5)
+    True
+
+    Notes
+    -----
+    ``(log(1 + z) - z) / z^2`` is increasing on ``(-1, inf)``, so for ``z >= -a`` it is at least
+    its value at ``-a``: ``log(1 + z) >= z + kappa(a) z^2``. Below ``a = 1e-3`` the series
+    ``-(1/2 + a/3 + a^2/4 + a^3/5)`` is used less its remainder bound ``a^4 / (6 (1 - a))``;
+    above, the closed form (relative rounding error under ``1e-12``). Either way the
+    ``1e-9`` slack keeps the returned value below the exact one.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    small = a < _SERIES_BELOW
+    safe = np.where(small, 0.5, a)
+    closed = (np.log1p(-safe) + safe) / (safe * safe)
+    series = -(0.5 + a * (1.0 / 3.0 + a * (0.25 + a * 0.2))) - a**4 / (6.0 * (1.0 - a))
+    return np.asarray(np.where(small, series, closed) - _KAPPA_SLACK, dtype=np.float64)
+
+
+def fan_slope(z: FloatArray) -> FloatArray:
+    """``g(z) = (log(1 + z) - z) / z^2`` (``-1/2`` at 0), rounded down, for ``z > -1``.
+
+    ``g`` is increasing, so ``log(1 + x) >= x + g(z) x^2`` for every ``x >= z``: with ``z``
+    the smallest factor ``lam y`` a round can have over the tested means, one coefficient
+    serves them all, and it is exact at ``x = z`` and ``x = 0``.
+
+    Examples
+    --------
+    >>> round(float(fan_slope(np.array([-0.5]))[0]), 6)   # (log 0.5 + 0.5) / 0.25
+    -0.772589
+    >>> bool(-0.5 < fan_slope(np.array([0.1]))[0] < -0.45)
+    True
+
+    Notes
+    -----
+    For ``|z| < 1e-3`` the series ``-1/2 + z/3 - z^2/4 + z^3/5`` is used less a bound on its
+    remainder, ``z^4 / (6 (1 - |z|))``; otherwise the closed form, whose relative rounding
+    error is below ``1e-12``. A ``1e-9`` slack keeps the result below the exact value, so the
+    quadratic built from it stays a lower bound.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    small = np.abs(z) < _SERIES_BELOW
+    safe = np.where(small, 0.5, z)
+    closed = (np.log1p(safe) - safe) / (safe * safe)
+    z2 = z * z
+    series = -0.5 + z * (1.0 / 3.0 + z * (-0.25 + z * 0.2)) - z2 * z2 / (6.0 * (1.0 - np.abs(z)))
+    return np.asarray(np.where(small, series, closed) - _KAPPA_SLACK, dtype=np.float64)
+
+
+def round_terms(lam: FloatArray, q: FloatArray, zmin: FloatArray) -> FloatArray:
+    """One round's increments ``[lam, lam q, k lam^2, k lam^2 q, k lam^2 q^2]``, shape (5, ...).
+
+    ``lam`` (bets), ``q`` (observations) and ``zmin`` (the smallest factor ``lam y`` over the
+    tested means, ``> -1``) broadcast together; ``k = g(zmin)`` (:func:`fan_slope`).
+
+    Examples
+    --------
+    >>> t = round_terms(np.array([0.5]), np.array([1.0]), np.array([-0.25]))
+    >>> t[:2].ravel().tolist()
+    [0.5, 0.5]
+    """
+    kl2 = fan_slope(zmin) * lam * lam
+    kl2q = kl2 * q
+    return np.stack([lam, lam * q, kl2, kl2q, kl2q * q])
+
+
+def fold_sums(sums: FloatArray, terms: FloatArray) -> FloatArray:
+    """Running sums after each round: ``out[i] = sums + terms[0] + ... + terms[i]``.
+
+    ``sums`` has shape ``X``, ``terms`` shape ``(k, *X)``; additions are sequential in round
+    order (never pairwise), so the result does not depend on how rounds are batched.
+
+    Examples
+    --------
+    >>> fold_sums(np.array([1.0]), np.array([[0.5], [0.25]])).ravel().tolist()
+    [1.5, 1.75]
+    """
+    out = np.empty_like(terms)
+    np.add(sums, terms[0], out=out[0])
+    for i in range(1, len(terms)):
+        np.add(out[i - 1], terms[i], out=out[i])
+    return out
+
+
+def quadratic_bound(sums: FloatArray, m: FloatArray | float, upper: bool) -> FloatArray:
+    """Lower bound ``Q(m)`` on the log-wealth from the sums (first axis ``[A, B, C, D, E]``).
+
+    ``upper=True``: the upper test's bets on ``m - q`` (``m A - B + ...``); ``False``: the lower
+    test's bets on ``q - m`` (``B - m A + ...``). ``m`` broadcasts against ``sums[0]``.
+
+    Examples
+    --------
+    >>> s = np.array([1.0, 0.25, -0.5, -0.125, -0.03125])   # one round, lam 1, q 1/4, k -1/2
+    >>> float(quadratic_bound(s, 0.75, True))   # 0.5 - 0.5 * 0.25
+    0.375
+    """
+    a, b, c, d, e = sums
+    lin = m * a - b if upper else b - m * a
+    return np.asarray(lin + (m * (m * c - 2.0 * d) + e), dtype=np.float64)
+
+
+def quadratic_bound_list(sums: list[list[float]], m: float, upper: bool) -> list[float]:
+    """:func:`quadratic_bound` of one ``m`` in Python floats (rows ``[A, B, C, D, E]``).
+
+    Examples
+    --------
+    >>> quadratic_bound_list([[1.0], [0.25], [-0.5], [-0.125], [-0.03125]], 0.75, True)
+    [0.375]
+    """
+    out = []
+    for a, b, c, d, e in zip(*sums, strict=True):
+        lin = m * a - b if upper else b - m * a
+        out.append(lin + (m * (m * c - 2.0 * d) + e))
+    return out
+
+
+def log_mean_exp_rows(x: FloatArray, axis: int) -> FloatArray:
+    """``log(mean(exp(x)))`` along ``axis`` (stabilized): the uniform rho mixture.
+
+    Examples
+    --------
+    >>> round(float(log_mean_exp_rows(np.log(np.array([1.0, 3.0])), 0)), 12) == round(
+    ...     math.log(2.0), 12)
+    True
+    """
+    mx = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.mean(np.exp(x - mx), axis=axis)) + np.squeeze(mx, axis=axis)
+    return np.asarray(out, dtype=np.float64)

@@ -1,0 +1,415 @@
+"""Hedged confidence sequences of several methods in a few hundred bytes per certificate.
+
+The two-sided betting sequence of :mod:`monitor.stats.betting.confseq` keeps one wealth per grid
+point, rho and side (a 1000-point grid: about 160 kB per certificate). Here every rho's bets are
+the same for all candidate means, and each side's log-wealth at *every* ``m`` is bounded below by
+a quadratic in ``m`` (Fan's inequality, :mod:`monitor.stats.betting.bernstein`) whose five
+coefficients are running sums. The state is those sums, the WSR statistics and the bounds.
+Used by :class:`monitor.stats.betting.risk_group.CertificateGroup` (``cs_kind = "bernstein"``,
+the default) and :class:`monitor.stats.betting.risk.RiskMonitor`.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.stats.betting.bernstein import (
+    N_SUMS,
+    fold_sums,
+    log_mean_exp_rows,
+    quadratic_bound,
+    quadratic_bound_list,
+    round_terms,
+)
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.grid_batch import wsr_rounds_stats
+from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp
+
+__all__ = ["BernsteinMember", "BernsteinSequences"]
+
+FloatArray = npt.NDArray[np.float64]
+FORMAT = "certmon.confseq_bernstein"
+_VERSION = 1
+_CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
+_WALK = 4  # points tried one by one before a moving edge is searched all at once
+
+
+class BernsteinMember:
+    """One method's sequence inside a :class:`BernsteinSequences`: bounds, validity, rounds.
+
+    It offers the read side of a confidence sequence (``lower``, ``upper``, ``valid``,
+    ``rounds``, ``to_state``); its owner applies the rounds.
+
+    Examples
+    --------
+    >>> g = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+    >>> m = g.members[0]
+    >>> (m.lower, m.upper, m.valid, m.rounds)
+    (0.0, 1.0, True, 0)
+    """
+
+    def __init__(self, owner: BernsteinSequences, index: int, rows: slice) -> None:
+        self._owner = owner
+        self._index = index
+        self.rows = rows
+        self.lo_edge = 0
+        self.hi_edge = owner.grid_size
+        self.is_valid = True
+
+    @property
+    def lower(self) -> float:
+        """Lower end of the running intersection (a multiple of ``1 / grid_size``)."""
+        self._owner.flush()
+        return self.lo_edge / self._owner.grid_size
+
+    @property
+    def upper(self) -> float:
+        """Upper end of the running intersection."""
+        self._owner.flush()
+        return self.hi_edge / self._owner.grid_size
+
+    @property
+    def valid(self) -> bool:
+        """False once the running intersection became empty."""
+        self._owner.flush()
+        return self.is_valid
+
+    @property
+    def rounds(self) -> int:
+        """Number of rounds processed."""
+        return self._owner.rounds
+
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Process one round; only the sole member of an owner may (else the owner updates)."""
+        if len(self._owner.members) != 1:
+            raise TypeError("a BernsteinMember of several is updated through its owner")
+        self._owner.update(human_loss, judge_loss, block_mean)
+
+    def to_state(self) -> dict[str, Any]:
+        """The owner's state restricted to this member (restorable by ``from_state``)."""
+        return self._owner.member_state(self._index)
+
+
+class BernsteinSequences:
+    """Anytime-valid two-sided confidence sequences of the risk, one per method, in O(S) state.
+
+    Parameters
+    ----------
+    delta : float
+        Miscoverage level of every member's sequence, ``0 < delta < 1``.
+    rhos : sequence of float
+        Reliance factors in [0, 1] (e.g. the union of the methods' rhos).
+    bet : BetConfig
+        Bets: anytime WSR (``horizon`` and ``c`` of a ``"wsr"`` config; other rules use anytime
+        WSR with ``c = 1/2``).
+    grid_size : int
+        ``G >= 2``: bounds are multiples of ``1 / G``, and the points ``j / G`` are tested.
+    members : sequence of list of int
+        Each member's indices into ``rhos`` (a method's rho set).
+
+    Examples
+    --------
+    >>> g = BernsteinSequences(0.05, [0.0, 0.5, 1.0], BetConfig(), 1000, [[0], [0, 1, 2]])
+    >>> rng = np.random.default_rng(0)
+    >>> for _ in range(2000):
+    ...     h = float(rng.random() < 0.2); g.update(h, h, 0.2)
+    >>> lo, hi = g.members[1].lower, g.members[1].upper
+    >>> lo < 0.2 < hi and hi - lo < 0.1
+    True
+    >>> BernsteinSequences.from_state(g.to_state()).to_state() == g.to_state()
+    True
+
+    Notes
+    -----
+    *Guarantee.* If each round's effective observation ``q_s = h + rho_s (b - f)`` (``q_s = h``
+    without a synthetic block) has conditional mean ``R`` given the past, then for each member,
+    with probability at least ``1 - delta``, ``lower <= R <= upper`` at every round
+    simultaneously.
+
+    *Tests.* As in :class:`~monitor.stats.betting.confseq.HedgedConfidenceSequence`: each grid
+    point ``m`` is tested from above (H0: ``R >= m``, factor ``1 + lam (m - q)``) and below
+    (H0: ``R <= m``, factor ``1 + lam (q - m)``) at level ``delta / 2`` each, with the uniform
+    rho mixture, and the running intersection of the accepted hull is reported. Here the bet of
+    rho ``s`` in round ``t`` is the same for all ``m``: the anytime WSR bet capped at
+    ``c / (M_s - l)`` (upper side) or ``c / (u + rho_s)`` (lower side), with ``[l, u]`` the
+    bounds after round ``t - 1`` and ``[-rho_s, 1 + rho_s]`` the range of ``q_s``.
+
+    *Why valid.* Let ``tau`` be the first round at which ``R`` leaves ``[l, u]``. Before
+    ``tau``, for ``m = R`` every upper factor ``1 + z`` has ``z = lam (R - q) >= -lam (M_s -
+    l) = -a`` with ``a <= c < 1``, and likewise below, so the wealth at ``R`` stopped at
+    ``tau`` is a nonnegative supermartingale (the mixture too) and Fan's inequality
+    ``log(1 + z) >= z + kappa(a) z^2`` makes the quadratic ``Q_s(R)`` a lower bound on each
+    rho's log-wealth. ``R`` can only leave when a side rejects it, i.e. when its mixture of
+    ``exp(Q_s(R))`` reaches ``2 / delta``; then the true mixture wealth at ``R`` did too, which
+    by Ville's inequality has probability at most ``delta / 2`` per side. Rejections need no
+    monotonicity in ``m``: the new upper bound is one cell above the largest tested point the
+    upper test accepts (and symmetrically), and ``R`` is accepted until ``tau``.
+
+    *Cost.* State: per rho row, two WSR sums and ``2 x 5`` quadratic sums; per member, two
+    edges. Rounds are buffered (up to 32, as ``(h, b - f)`` pairs) and applied in one
+    vectorized pass; a bound can only move when the tested point just inside it is rejected,
+    which is checked with a cheap vectorized filter and then decided exactly in Python floats
+    at that round, so the outcome never depends on how rounds were batched.
+
+    *Width.* Against the grid sequence with the same bets the only loss is Fan's bound
+    (``kappa(a)`` vs ``-1/2`` with ``a`` the bet times the range): a few percent once bets
+    are small (``benchmarks/confseq_width.py``).
+    """
+
+    def __init__(self, delta: float, rhos: Sequence[float], bet: BetConfig, grid_size: int,
+                 members: Sequence[Sequence[int]]) -> None:
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not (
+                0.0 < float(delta) < 1.0):
+            raise ValueError(f"delta must satisfy 0 < delta < 1, got {delta!r}")
+        r = [float(v) for v in rhos]
+        if not r or not all(0.0 <= v <= 1.0 for v in r):
+            raise ValueError(f"rhos must be non-empty values in [0, 1], got {list(rhos)!r}")
+        if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 2:
+            raise ValueError(f"grid_size must be an int >= 2, got {grid_size!r}")
+        if not members or any(not m or min(m) < 0 or max(m) >= len(r) for m in members):
+            raise ValueError(f"members must be non-empty index lists into rhos, got {members!r}")
+        self.delta = float(delta)
+        self.rhos = r
+        self.bet = bet if bet.rule == "wsr" else BetConfig(rule="wsr")
+        self.grid_size = grid_size
+        self.log_threshold = -math.log(self.delta / 2.0)
+        self._log_inv_delta = self.log_threshold  # WSR bets tuned for delta / 2, as the grid
+        self._member_idx = [list(m) for m in members]
+        src = [i for m in self._member_idx for i in m]
+        self._row_rho = np.array([r[i] for i in src])
+        self._row_member = np.repeat(np.arange(len(members)),
+                                     [len(m) for m in self._member_idx])
+        self._mu0 = [0.5] * len(src)
+        self._var0 = (0.25 * (1.0 + 2.0 * self._row_rho) ** 2).tolist()
+        self.members: list[BernsteinMember] = []
+        start = 0
+        for j, m in enumerate(self._member_idx):
+            self.members.append(BernsteinMember(self, j, slice(start, start + len(m))))
+            start += len(m)
+        self.rounds = 0
+        self._applied = 0
+        self.total = [0.0] * len(src)
+        self.dev = [0.0] * len(src)
+        self.sums = np.zeros((2, N_SUMS, len(src)))
+        # the bounds the bets of the current block of _CHUNK rounds are capped with
+        self._cap_edges = [(m.lo_edge, m.hi_edge) for m in self.members]
+        self._pending = array("d")  # (h, b - f) of buffered rounds
+
+    # ------------------------------------------------------------------ rounds
+    def update(self, human: float, judge: float, block_mean: float | None) -> None:
+        """One validated round (losses already checked to be floats in [0, 1])."""
+        self.rounds += 1
+        self._pending.append(human)
+        self._pending.append(0.0 if block_mean is None else block_mean - judge)
+        if len(self._pending) >= 2 * _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Apply the buffered rounds (every read of a bound or the state calls this first)."""
+        if not self._pending:
+            return
+        hd = np.frombuffer(self._pending, dtype=np.float64).reshape(-1, 2)
+        self._pending = array("d")
+        qs_all = hd[:, :1] + hd[:, 1:] * self._row_rho  # (k, R): q = h + rho (b - f)
+        pos = 0
+        while pos < len(qs_all) and any(m.is_valid for m in self.members):
+            if self._applied % _CHUNK == 0:  # a new bet block: caps from the current bounds
+                self._cap_edges = [(m.lo_edge, m.hi_edge) if m.is_valid else cap
+                                   for m, cap in zip(self.members, self._cap_edges,
+                                                     strict=True)]
+            n = min(len(qs_all) - pos, _CHUNK - self._applied % _CHUNK)
+            self._apply(qs_all[pos : pos + n])
+            pos += n
+        self._applied = self.rounds
+
+    def _apply(self, qs: FloatArray) -> None:
+        """Apply rounds of one bet block: sums after each, then the bound moves in order."""
+        k = len(qs)
+        lams, totals, devs = wsr_rounds_stats(qs, self._applied, self._log_inv_delta,
+                                              self.bet.horizon, self._mu0, self._var0,
+                                              self.total, self.dev)
+        g = self.grid_size
+        lo = np.array([e[0] for e in self._cap_edges])[self._row_member] / g
+        hi = np.array([e[1] for e in self._cap_edges])[self._row_member] / g
+        c = self.bet.c
+        cum = []
+        for side, span in enumerate((1.0 + self._row_rho - lo, hi + self._row_rho)):
+            lam = np.minimum(lams, c / span)  # upper side: c / (M - l); lower: c / (u - m_s)
+            zmin = lam * (lo - qs) if side == 0 else lam * (qs - hi)  # >= -c
+            terms = round_terms(lam, qs, zmin)  # (5, k, R)
+            cum.append(fold_sums(self.sums[side], terms.transpose(1, 0, 2)))
+        up, low = cum
+        stop = [k - 1 if m.is_valid else -1 for m in self.members]
+        nxt = [[self._next_rejection(m, side, up, low, 0) for side in (0, 1)]
+               if m.is_valid else [k, k] for m in self.members]
+        while True:
+            j = min(min(n) for n in nxt)
+            if j >= k:
+                break
+            for i, m in enumerate(self.members):
+                if min(nxt[i]) != j:
+                    continue
+                moved = self._move(m, up[j], low[j])
+                if not m.is_valid:
+                    stop[i] = j  # an empty intersection freezes the member's statistics
+                    nxt[i] = [k, k]
+                    continue
+                for side in (0, 1):
+                    if nxt[i][side] == j or moved[side]:
+                        nxt[i][side] = self._next_rejection(m, side, up, low, j + 1)
+        for i, m in enumerate(self.members):
+            if stop[i] >= 0:
+                rows = m.rows
+                self.sums[0][:, rows] = up[stop[i]][:, rows]
+                self.sums[1][:, rows] = low[stop[i]][:, rows]
+                self.total[rows] = totals[stop[i]][rows].tolist()
+                self.dev[rows] = devs[stop[i]][rows].tolist()
+        self._applied += k
+
+    def _edge_point(self, m: BernsteinMember, side: int) -> float:
+        """The tested point just inside the upper (side 0) or the lower (side 1) edge."""
+        return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
+
+    def _next_rejection(self, m: BernsteinMember, side: int, up: FloatArray, low: FloatArray,
+                        start: int) -> int:
+        """First round ``>= start`` whose ``side`` test rejects the point inside its edge.
+
+        A vectorized filter (numpy, margin far above rounding) finds the candidate rounds; the
+        decision is :meth:`_rejects` in Python floats, so it never depends on the batching.
+        Returns ``len(up)`` if there is none.
+        """
+        k = len(up)
+        if start >= k:
+            return k
+        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
+        sums = (up if side == 0 else low)[start:, :, m.rows].transpose(1, 0, 2)
+        mix = log_mean_exp_rows(quadratic_bound(sums, self._edge_point(m, side), side == 0),
+                                axis=1)
+        for i in np.flatnonzero(mix >= limit).tolist():
+            if self._rejects(m, side, (up if side == 0 else low)[start + i],
+                             self._edge_point(m, side)):
+                return start + i
+        return k
+
+    def _rejects(self, m: BernsteinMember, side: int, sums: FloatArray, point: float) -> bool:
+        """Exact decision (Python floats): does ``side``'s mixture reject ``point``?"""
+        q = quadratic_bound_list(sums[:, m.rows].tolist(), point, side == 0)
+        return log_mean_exp(q) >= self.log_threshold
+
+    def _move(self, m: BernsteinMember, up: FloatArray, low: FloatArray) -> tuple[bool, bool]:
+        """Move ``m``'s edges to the hull of the points that the tests accept.
+
+        The upper edge becomes one cell above the largest point in ``[lower, upper)`` the upper
+        test accepts, the lower edge one cell below the smallest point in ``(lower, upper]``
+        the lower test accepts; if a test accepts none of them the edges cross and the member
+        becomes invalid (impossible while ``R`` is inside: the tested points stay in the
+        range where the quadratic bounds the wealth). Points are tried inward from the edge in Python floats for a few steps, then
+        all at once. Returns which edges moved (upper, lower).
+        """
+        lo_e, hi_e = m.lo_edge, m.hi_edge
+        new_hi = self._walk(m, 0, up, hi_e - 1, lo_e - 1, -1)
+        new_lo = self._walk(m, 1, low, lo_e + 1, hi_e + 1, 1)
+        m.lo_edge, m.hi_edge = max(lo_e, new_lo - 1), min(hi_e, new_hi + 1)
+        if m.lo_edge >= m.hi_edge:
+            m.is_valid = False
+        return m.hi_edge != hi_e, m.lo_edge != lo_e
+
+    def _walk(self, m: BernsteinMember, side: int, sums: FloatArray, first: int, end: int,
+              step: int) -> int:
+        """First point from ``first`` towards ``end`` (exclusive) that ``side`` accepts, or
+        ``end`` if it accepts none of them."""
+        g = self.grid_size
+        p = first
+        for _ in range(_WALK):
+            if p == end:
+                return end
+            if not self._rejects(m, side, sums, p / g):
+                return p
+            p += step
+        if p == end:
+            return end
+        pts = np.arange(p, end, step) / g
+        mix = log_mean_exp_rows(quadratic_bound(sums[:, m.rows, None], pts, side == 0), axis=0)
+        acc = np.flatnonzero(mix < self.log_threshold)
+        return p + step * int(acc[0]) if acc.size else end
+
+    # ------------------------------------------------------------------ state
+    def _params(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": _VERSION, "delta": self.delta,
+                "bet": self.bet.to_dict(), "grid_size": self.grid_size}
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state: parameters, rounds, sums and every member's edges."""
+        self.flush()
+        return {**self._params(), "rhos": list(self.rhos), "members": self._member_idx,
+                "rounds": self.rounds, "wsr_total": list(self.total),
+                "wsr_dev": list(self.dev), "sums": self.sums.tolist(),
+                "edges": [[m.lo_edge, m.hi_edge, m.is_valid, *cap]
+                          for m, cap in zip(self.members, self._cap_edges, strict=True)]}
+
+    def member_state(self, index: int) -> dict[str, Any]:
+        """State of a one-member copy holding member ``index`` only."""
+        d = self.to_state()
+        rows = self.members[index].rows
+        idx = self._member_idx[index]
+        return {**self._params(), "rhos": [self.rhos[i] for i in idx],
+                "members": [list(range(len(idx)))], "rounds": self.rounds,
+                "wsr_total": d["wsr_total"][rows], "wsr_dev": d["wsr_dev"][rows],
+                "sums": self.sums[:, :, rows].tolist(), "edges": [d["edges"][index]]}
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> BernsteinSequences:
+        """Rebuild from :meth:`to_state` output; continuing is bit-identical."""
+        if d.get("format") != FORMAT or d.get("version") != _VERSION:
+            raise ValueError(f"not a Bernstein confidence-sequence state "
+                             f"(format={d.get('format')!r})")
+        g = cls(float(d["delta"]), d["rhos"], BetConfig.from_dict(d["bet"]),
+                int(d["grid_size"]), d["members"])
+        g.load_state(d)
+        return g
+
+    def load_state(self, d: dict[str, Any]) -> None:
+        """Restore the dynamic part of :meth:`to_state` into this freshly built object.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not match the configuration, non-finite sums, negative counts,
+            edges outside ``[0, grid_size]`` or in the wrong order for a valid member.
+        """
+        sums = np.asarray(d["sums"], dtype=np.float64)
+        total = [float(v) for v in d["wsr_total"]]
+        dev = [float(v) for v in d["wsr_dev"]]
+        edges = d["edges"]
+        n = self.sums.shape[2]
+        if sums.shape != self.sums.shape or len(total) != n or len(dev) != n or len(
+                edges) != len(self.members):
+            raise ValueError("malformed confidence-sequence state: shapes do not match")
+        rounds = d["rounds"]
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+            raise ValueError(f"confidence-sequence rounds must be an int >= 0, got {rounds!r}")
+        if not (np.all(np.isfinite(sums)) and all(map(math.isfinite, total + dev))
+                and min(dev) >= 0.0):
+            raise ValueError("confidence-sequence state holds non-finite or negative sums")
+        for e in edges:
+            if not isinstance(e, list) or len(e) != 5:
+                raise ValueError(f"confidence-sequence edges malformed: {e!r}")
+            lo, hi, ok, cap_lo, cap_hi = e
+            if (not all(isinstance(v, int) and not isinstance(v, bool)
+                        for v in (lo, hi, cap_lo, cap_hi))
+                    or not 0 <= cap_lo <= lo <= self.grid_size
+                    or not 0 <= hi <= cap_hi <= self.grid_size
+                    or not isinstance(ok, bool) or (ok and lo >= hi)):
+                raise ValueError(f"confidence-sequence edges out of range: {e!r}")
+        self.sums, self.total, self.dev = sums, total, dev
+        self.rounds = self._applied = rounds
+        for m, (lo, hi, ok, _, _) in zip(self.members, edges, strict=True):
+            m.lo_edge, m.hi_edge, m.is_valid = lo, hi, ok
+        self._cap_edges = [(e[3], e[4]) for e in edges]
+        self._pending = array("d")
