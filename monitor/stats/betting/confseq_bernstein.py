@@ -397,6 +397,9 @@ class BernsteinSequences:
         if not (np.all(np.isfinite(sums)) and all(map(math.isfinite, total + dev))
                 and min(dev) >= 0.0):
             raise ValueError("confidence-sequence state holds non-finite or negative sums")
+        if np.any(sums[:, 0] < 0.0) or np.any(sums[:, 2] > 0.0) or np.any(sums[:, 4] > 0.0):
+            raise ValueError("confidence-sequence sums out of range (bets are >= 0, the "
+                             "quadratic coefficients <= 0)")
         for e in edges:
             if not isinstance(e, list) or len(e) != 5:
                 raise ValueError(f"confidence-sequence edges malformed: {e!r}")
