@@ -20,8 +20,6 @@ wealth per grid point. Rows of the sums arrays are ``[A, B, C, D, E]``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
@@ -129,7 +127,7 @@ def round_terms(lam: FloatArray, q: FloatArray, zmin: FloatArray) -> FloatArray:
 
 
 def fold_sums(sums: FloatArray, terms: FloatArray) -> FloatArray:
-    """Running sums after each round: ``out[i] = sums + terms[0] + ... + terms[i]``.
+    """Return the running sums after each round: ``out[i] = sums + terms[0] + ... + terms[i]``.
 
     ``sums`` has shape ``X``, ``terms`` shape ``(k, *X)``; additions are sequential in round
     order (never pairwise), so the result does not depend on how rounds are batched.
@@ -184,7 +182,7 @@ def log_mean_exp_rows(x: FloatArray, axis: int) -> FloatArray:
     Examples
     --------
     >>> round(float(log_mean_exp_rows(np.log(np.array([1.0, 3.0])), 0)), 12) == round(
-    ...     math.log(2.0), 12)
+    ...     float(np.log(2.0)), 12)
     True
     """
     mx = np.max(x, axis=axis, keepdims=True)

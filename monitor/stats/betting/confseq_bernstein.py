@@ -92,7 +92,7 @@ class BernsteinMember:
         self._owner.update(human_loss, judge_loss, block_mean)
 
     def to_state(self) -> dict[str, Any]:
-        """The owner's state restricted to this member (restorable by ``from_state``)."""
+        """Return the owner's state restricted to this member (restorable by ``from_state``)."""
         return self._owner.member_state(self._index)
 
 
@@ -273,7 +273,7 @@ class BernsteinSequences:
         self._applied += k
 
     def _edge_point(self, m: BernsteinMember, side: int) -> float:
-        """The tested point just inside the upper (side 0) or the lower (side 1) edge."""
+        """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""
         return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
 
     def _next_rejection(self, m: BernsteinMember, side: int, up: FloatArray, low: FloatArray,
@@ -298,7 +298,7 @@ class BernsteinSequences:
         return k
 
     def _rejects(self, m: BernsteinMember, side: int, sums: FloatArray, point: float) -> bool:
-        """Exact decision (Python floats): does ``side``'s mixture reject ``point``?"""
+        """Decide exactly (Python floats) whether ``side``'s mixture rejects ``point``."""
         q = quadratic_bound_list(sums[:, m.rows].tolist(), point, side == 0)
         return log_mean_exp(q) >= self.log_threshold
 
@@ -309,8 +309,9 @@ class BernsteinSequences:
         test accepts, the lower edge one cell below the smallest point in ``(lower, upper]``
         the lower test accepts; if a test accepts none of them the edges cross and the member
         becomes invalid (impossible while ``R`` is inside: the tested points stay in the
-        range where the quadratic bounds the wealth). Points are tried inward from the edge in Python floats for a few steps, then
-        all at once. Returns which edges moved (upper, lower).
+        range where the quadratic bounds the wealth). Points are tried inward from the edge
+        in Python floats for a few steps, then all at once. Returns which edges moved (upper,
+        lower).
         """
         lo_e, hi_e = m.lo_edge, m.hi_edge
         new_hi = self._walk(m, 0, up, hi_e - 1, lo_e - 1, -1)
@@ -322,8 +323,10 @@ class BernsteinSequences:
 
     def _walk(self, m: BernsteinMember, side: int, sums: FloatArray, first: int, end: int,
               step: int) -> int:
-        """First point from ``first`` towards ``end`` (exclusive) that ``side`` accepts, or
-        ``end`` if it accepts none of them."""
+        """Return the first point from ``first`` towards ``end`` (exclusive) ``side`` accepts.
+
+        ``end`` if it accepts none of them.
+        """
         g = self.grid_size
         p = first
         for _ in range(_WALK):

@@ -66,7 +66,7 @@ def check_cs_kind(kind: object) -> str:
 
 def make_interval(kind: str, delta: float, rhos: list[float], bet: BetConfig,
                   grid: int) -> Interval:
-    """A standalone confidence sequence of design ``kind`` (see :data:`CS_KINDS`)."""
+    """Build a standalone confidence sequence of design ``kind`` (see :data:`CS_KINDS`)."""
     if check_cs_kind(kind) == "grid":
         from monitor.stats.betting.confseq import HedgedConfidenceSequence
 
@@ -77,7 +77,7 @@ def make_interval(kind: str, delta: float, rhos: list[float], bet: BetConfig,
 
 
 def interval_from_state(d: dict[str, Any]) -> Interval:
-    """Rebuild a standalone confidence sequence from its ``to_state`` output."""
+    """Rebuild a standalone confidence sequence from its ``to_state`` output (either design)."""
     from monitor.stats.betting.confseq_bernstein import FORMAT, BernsteinSequences
 
     if d.get("format") == FORMAT:

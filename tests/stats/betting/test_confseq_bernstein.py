@@ -126,7 +126,7 @@ def test_drifting_stream_empties_the_intersection() -> None:
     p2 = make_paths(rng, 600, 2, 0.9, 0.9, 5, variable_blocks=False)
     paths = Paths(*(np.concatenate([getattr(p1, k), getattr(p2, k)])
                     for k in ("human", "judge", "block")), 0.0)
-    los, his, vals = simulate(paths, RHOS["r_eval"], 0.5, 0.5, 50)
+    _, _, vals = simulate(paths, RHOS["r_eval"], 0.5, 0.5, 50)
     cs = BernsteinSequences(0.5, [0.0], BetConfig("wsr"), 50, [[0]])
     for t in range(900):
         _feed(cs, paths, 0, t)
