@@ -93,7 +93,10 @@ def test_every_option_has_help() -> None:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
                     walk(sub, f"{where} {name}")
-            elif not action.help:
+                summarised = {c.dest for c in action._choices_actions if (c.help or "").strip()}
+                missing.extend(f"{where} {name} (summary)" for name in action.choices
+                               if name not in summarised)
+            elif not (action.help or "").strip():
                 missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
 
     walk(build_parser(), "certmon")
