@@ -75,7 +75,15 @@ def test_replay_summary_reports_rejected_and_unrouted(
     assert f"{total} events" in err
     assert f"(2 rejected, 0 duplicate, {total - 2} unrouted)" in err
     assert "rerun with --dead-letters-out FILE" in err
-    assert "no configured suite/model" in err
+    assert "no configured suite/model" in err and "not dead-lettered" in err
+
+    dead = tmp_path / "dead.jsonl"
+    assert main(["replay", "--config", str(write_config(tmp_path, OTHER_SUITE)), "--input",
+                 str(events), "--state-out", str(tmp_path / "s2.json"),
+                 "--dead-letters-out", str(dead)]) == 0
+    err = capsys.readouterr().err
+    assert f"raw lines and reasons written to {dead}" in err
+    assert len(dead.read_text().splitlines()) == 2
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
