@@ -10,7 +10,7 @@ state ...STATE.json
 <BLANKLINE>
 suite/model  cert  alpha  rounds  labels  judge  risk  CS
 <BLANKLINE>
-events 3, rejected 0, duplicates 0, unrouted 0, label requests 0, alerts
+events 3, rejected 0, duplicates 0, unrouted 0, label requests 0, alerts 0
 >>> inspect_lines(str(d))
 Traceback (most recent call last):
 ...
