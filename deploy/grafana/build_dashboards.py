@@ -344,10 +344,11 @@ def operations_row(lay: Layout) -> None:
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
                "{{kind}}"),
     ], minimum=0), 6, 8)
-    lay.add(stat("certmon up", f"min({UP}) or on () vector(0)",
+    lay.add(stat("certmon up", f'min(certmon_up{{job=~"certmon.*"}} or {UP}) or on () vector(0)',
                  thresholds=[(None, "red"), (1, "green")],
-                 description="up while every certmon target is scraped; down when any "
-                             "replica is down or no target is scraped at all.",
+                 description="up while every certmon target is scraped and processing "
+                             "(certmon_up 1); down when any replica is down or not processing "
+                             "(Kafka unreachable), or no target is scraped at all.",
                  mappings=[{"type": "value", "options": {"0": {"text": "down"},
                                                          "1": {"text": "up"}}}]), 4, 4)
     lay.add(stat("Replicas up", f"sum({UP})", unit="none",
