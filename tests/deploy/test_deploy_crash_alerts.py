@@ -40,6 +40,7 @@ from tests.deploy.deploy_support import (
     expected_state,
     find_tool,
     free_port,
+    scrape,
     simulated_events,
     stop,
     wait_http,
@@ -96,11 +97,12 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> N
         time.sleep(0.05)
 
 
-def write_config(workdir: Path, am: str, every_seconds: float) -> Path:
+def write_config(workdir: Path, am: str, every_seconds: float, port: int | None = None) -> Path:
     config = workdir / "certmon.toml"
+    metrics = f'host = "127.0.0.1"\nport = {port}' if port else "enabled = false"
     config.write_text(CONFIG + f"""
 [metrics]
-enabled = false
+{metrics}
 
 [checkpoint]
 dir = "{workdir / 'ckpt'}"
@@ -196,7 +198,8 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
     before = by_key(certmon_alerts(am))
     time.sleep(1.1)  # Alertmanager's times have sub-second precision; make "later" visible
     restart_c = time.time()
-    proc = start(write_config(tmp_path, am, every_seconds=0.2), log)
+    port = free_port()
+    proc = start(write_config(tmp_path, am, every_seconds=0.2, port=port), log)
     try:
         def repushed() -> bool:
             keys = by_key(certmon_alerts(am))
@@ -212,6 +215,18 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
             assert alert["startsAt"] == old["startsAt"]
             assert parse_time(alert["endsAt"]) >= restart_c + LIFETIME - 60
         assert checkpoint_line(tmp_path) == len(events)
+        # restarted with no input: up, nothing awaits a checkpoint, so neither
+        # CertmonCheckpointMissing nor CertmonCheckpointStale can fire for it
+        def up() -> bool:
+            try:
+                return scrape(f"http://127.0.0.1:{port}/metrics").get(("certmon_up", ())) == 1
+            except OSError:
+                return False
+
+        wait_until(up, "certmon_up 1")
+        got = scrape(f"http://127.0.0.1:{port}/metrics")
+        assert got[("certmon_checkpoint_pending_events", ())] == 0
+        assert got[("certmon_checkpoint_last_success_timestamp_seconds", ())] == 0
     finally:
         stop(proc)
     assert "Traceback" not in log.read_text(errors="replace")
