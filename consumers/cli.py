@@ -12,6 +12,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -480,13 +481,39 @@ def main(argv: list[str] | None = None) -> int:
         print("certmon: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0
+        return _broken_pipe(args.command)
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
         print(f"certmon: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
               file=sys.stderr)
         return 1
+
+
+# Commands whose only output is the stream the reader closed (``certmon simulate | head``):
+# stopping quietly is what the reader asked for.
+_GENERATORS = frozenset({"simulate"})
+
+
+def _broken_pipe(command: str) -> int:
+    """Exit status (and one stderr line) after an output pipe was closed by its reader.
+
+    ``simulate`` stops quietly with 0. Any other command stops with 141 (128 + SIGPIPE, as a
+    shell reports a process killed by a closed pipe) and says what was not written: a replay
+    piped into ``head`` must not exit 0 without its STATE.json.
+    """
+    try:  # nothing more may reach the closed stdout, not even Python's flush at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    if command in _GENERATORS:
+        return 0
+    with contextlib.suppress(OSError):
+        print(f"certmon: error: an output pipe was closed by its reader; {command} stopped "
+              "there (later outputs and STATE.json were not written)", file=sys.stderr)
+    return 141
 
 
 def console_main() -> int:

@@ -1,5 +1,6 @@
 """What a new user meets on the command line: special output files, honest summaries, --version,
 help on every option, a busy --port, inspect on a checkpoint directory, escape codes in names,
+an output pipe closed by its reader,
 and a resume after a torn last line (issue 17)."""
 
 from __future__ import annotations
@@ -166,3 +167,30 @@ def test_resume_cuts_a_torn_last_line(tmp_path: Path, events: Path) -> None:
     assert alerts.read_bytes() == whole
     for line in alerts.read_bytes().splitlines():
         json.loads(line)
+
+
+def test_replay_into_a_closed_pipe_fails_loudly(tmp_path: Path, events: Path) -> None:
+    """``certmon replay ... --alerts-out - | head -1``: the reader leaves early; replay must not
+    exit 0 without its STATE.json (it used to, silently)."""
+    import shutil
+    import subprocess
+
+    state = tmp_path / "STATE.json"
+    exe = shutil.which("certmon")
+    assert exe, "certmon is not on PATH (pip install -e .)"
+    proc = subprocess.Popen([exe, "replay", "--config", str(write_config(tmp_path)), "--input",
+                             str(events), "--state-out", str(state), "--alerts-out", "-"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first alert is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "output pipe was closed by its reader" in err and "STATE.json" in err
+    assert "Traceback" not in err and not state.exists()
+
+    # a pure generator stops quietly, as `certmon simulate | head` should
+    sim = subprocess.Popen([exe, "simulate", "--events", "100000"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    assert sim.stdout is not None and sim.stderr is not None
+    sim.stdout.close()
+    assert sim.wait(60) == 0 and sim.stderr.read() == b""
