@@ -339,7 +339,10 @@ def operations_row(lay: Layout) -> None:
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p50", "A"),
         target("histogram_quantile(0.99, sum by (le) "
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p99", "B"),
-    ], unit="s", minimum=0), 6, 8)
+    ], unit="s", minimum=0,
+        description="Sampled: the processing time of the first event of each processing "
+                    "batch, timed alone; one observation per batch, not per event."),
+            6, 8)
     lay.add(timeseries("Alerts emitted", [
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
                "{{kind}}"),
