@@ -274,6 +274,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.state_out:
         write_state(args.state_out, runner.engine.state_view())
     print(f"certmon: stopped after {runner.engine.events_in} events", file=sys.stderr)
+    spec = config.sinks.dead_letters
+    for line in replay_summary(runner.engine.counters, 0.0, "", None if spec == "none"
+                               else spec.removeprefix("file:"))[1:]:  # rejected, unrouted
+        print(line, file=sys.stderr)
     return 0
 
 

@@ -86,6 +86,28 @@ def test_replay_summary_reports_rejected_and_unrouted(
     assert len(dead.read_text().splitlines()) == 2
 
 
+def test_run_stop_summary_reports_rejected_and_unrouted(
+        tmp_path: Path, events: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`certmon run` (file source) ends with the same accounting as replay."""
+    dead = tmp_path / "dead.jsonl"
+    cfg = write_config(tmp_path, OTHER_SUITE + f"""
+[source]
+kind = "file"
+path = "{events}"
+
+[sinks]
+alerts = "none"
+requests = "none"
+dead_letters = "file:{dead}"
+""")
+    assert main(["run", "--config", str(cfg)]) == 0
+    err = capsys.readouterr().err
+    assert "stopped after" in err
+    assert f"2 rejected: invalid_json 1, missing_field 1; raw lines and reasons written to {dead}" \
+        in err, err
+    assert "no configured suite/model" in err
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
