@@ -74,7 +74,7 @@ def split_chunks(data: bytes, chunk_bytes: int) -> list[bytes]:
 
 
 def _owner(key: str) -> str:
-    """The checkpoint key a record key belongs to (topic names never contain ``#``)."""
+    """Return the checkpoint key a record key belongs to (topic names never hold ``#``)."""
     return key.split("#", 1)[0]
 
 

@@ -126,7 +126,7 @@ class PartitionWorker:
         self.since_checkpoint = 0
 
     def position(self) -> Position:
-        """The checkpoint position of the offsets read so far."""
+        """Return the checkpoint position of the offsets read so far."""
         return {"kind": "kafka", "partition": self.partition, "offsets": dict(self.offsets)}
 
     def encode(self) -> bytes:

@@ -6,9 +6,9 @@ from pathlib import Path
 from consumers.files import FileSource
 from consumers.runner import IterSource, Outputs, Runner
 from monitor.checkpoint import LocalDirectoryStore
-from monitor.incremental import load_checkpoint
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
+from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
 

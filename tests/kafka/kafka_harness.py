@@ -21,8 +21,8 @@ from consumers.kafka.source import kafka_config_of
 from consumers.kafka.state import load_partition_states, partition_key
 from consumers.kafka.topics import ensure_topics
 from consumers.testing.kafka_broker import die_with_parent
-from monitor.incremental import load_checkpoint
 from monitor.config import CertmonConfig, load_config
+from monitor.incremental import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 

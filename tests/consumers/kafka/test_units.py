@@ -19,10 +19,10 @@ from consumers.kafka.source import KafkaRunner, kafka_config_of
 from consumers.kafka.state import merge_state_views, partition_key
 from consumers.kafka.topics import topic_specs
 from monitor.checkpoint import LocalDirectoryStore
-from monitor.incremental import load_checkpoint
 from monitor.config import parse_config
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import CheckpointError, ConfigError
+from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
 TOPIC = "certmon.eval-events.v1"
