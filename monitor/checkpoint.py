@@ -1,5 +1,9 @@
 """Checkpoints: versioned, checksummed JSON of the engine state plus the input position.
 
+This module holds the stores, the signing and the single-document format (version 1) that
+older certmon versions wrote; certmon now writes one document per suite and a manifest
+(version 2, :mod:`monitor.incremental`), with the same canonical JSON, sha256 and HMAC.
+
 Format (version 1)::
 
     {"format": "certmon.checkpoint", "version": 1, "position": {...},
