@@ -180,12 +180,12 @@ class SaveStats:
 
 @dataclass
 class _Pending:
-    """A checkpoint prepared under the engine's lock, written by ``commit``."""
+    """A checkpoint prepared (encoded) under the engine's lock, written by ``commit``."""
 
     head: dict[str, Any]
     position: Position
     order: list[str]
-    states: dict[str, Any]
+    docs: dict[str, tuple[int, str, bytes]]  # part -> (generation, sha256, document)
     written_at: float = field(default_factory=time.time)
 
 
@@ -357,7 +357,16 @@ class IncrementalCheckpointer:
         return Checkpoint(snapshot, dict(self._head[1]), MANIFEST_VERSION)
 
     def prepare(self, engine: Engine, position: Position) -> _Pending:
-        """Take the engine's changes and snapshot its changed parts (call under its lock)."""
+        """Take the engine's changes and encode its changed parts (call under its lock).
+
+        Parts are snapshot and encoded one at a time: the memory a checkpoint needs beyond
+        the engine is its encoded documents, never a second copy of the whole state as objects.
+
+        Raises
+        ------
+        PartTooLargeError
+            A suite's document exceeds ``max_part_bytes`` (nothing is written).
+        """
         if not self._seeded:  # never overwrite a slot the store's manifest references
             refs = _read_refs(self.store, self.key)
             self._clean = {n for n in self._clean if refs.get(n) == self._refs.get(n)}
@@ -365,21 +374,17 @@ class IncrementalCheckpointer:
         self._dirty |= engine.changed
         engine.changed = set()
         order = engine.part_names()
-        todo = {n for n in order if n in self._dirty or n not in self._clean}
-        snap = engine.snapshot(parts=todo)
-        states: dict[str, Any] = {sd["name"]: sd for sd in snap.pop("suites")}
-        if "selection" in snap:
-            states[_SELECTION] = snap.pop("selection")
-        return _Pending(snap, dict(position), order, states)
-
-    def commit(self, pending: _Pending) -> SaveStats:
-        """Write the prepared part documents, then the manifest (see the module docstring)."""
-        if not set(pending.order) <= set(pending.states) | self._clean:
-            raise CheckpointError("prepared before the writer was reset; prepare again")
-        writes, new, docs = [], {}, {}
-        for name, state in pending.states.items():
+        head = engine.snapshot(parts=())
+        del head["suites"]
+        docs: dict[str, tuple[int, str, bytes]] = {}
+        for name in order:
+            if name not in self._dirty and name in self._clean:
+                continue
+            state = (engine.snapshot(parts=(_SELECTION,))["selection"] if name == _SELECTION
+                     else engine.suites[name].to_dict())
             gen = self._refs[name][0] + 1 if name in self._refs else 0
             data, digest = _part_document(self.key, name, gen, state)
+            del state
             self.encoded_parts += 1
             if self.max_part_bytes is not None and len(data) + _HMAC_ROOM > self.max_part_bytes:
                 raise PartTooLargeError(
@@ -387,8 +392,17 @@ class IncrementalCheckpointer:
                     f"above the per-suite limit of {self.max_part_bytes - _HMAC_ROOM} bytes "
                     f"(kafka.checkpoint_max_bytes less {_HMAC_ROOM} for the HMAC): split the "
                     "suite, lower its dedupe/pending limits, or raise the limit")
-            writes.append((part_key(self.key, name, gen), data))
-            new[name], docs[name] = (gen, digest), data
+            docs[name] = (gen, digest, data)
+        return _Pending(head, dict(position), order, docs)
+
+    def commit(self, pending: _Pending) -> SaveStats:
+        """Write the prepared part documents, then the manifest (see the module docstring)."""
+        if not set(pending.order) <= set(pending.docs) | self._clean or any(
+                gen != (self._refs[n][0] + 1 if n in self._refs else 0)
+                for n, (gen, _, _) in pending.docs.items()):
+            raise CheckpointError("prepared before the writer was reset; prepare again")
+        writes = [(part_key(self.key, n, gen), data) for n, (gen, _, data) in pending.docs.items()]
+        new = {n: (gen, digest) for n, (gen, digest, _) in pending.docs.items()}
         refs = {n: new[n] if n in new else self._refs[n] for n in pending.order}
         manifest = {"format": CHECKPOINT_FORMAT, "version": MANIFEST_VERSION, "key": self.key,
                     "position": pending.position, "written_at": pending.written_at,
@@ -403,9 +417,10 @@ class IncrementalCheckpointer:
             self._seeded = False  # the manifest may have landed after all: read it next time
             raise
         self._refs, self._clean = refs, set(refs)
-        self._dirty -= set(pending.states)
+        self._dirty -= set(pending.docs)
         if self.keep_documents:
-            self._docs = {n: docs[n] if n in docs else self._docs[n] for n in refs}
+            self._docs = {n: pending.docs[n][2] if n in pending.docs else self._docs[n]
+                          for n in refs}
             self._head, self._legacy = (pending.head, pending.position), None
         return SaveStats(len(writes), len(pending.order),
                          sum(len(d) for _, d in writes) + len(blob), len(blob))

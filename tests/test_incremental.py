@@ -257,3 +257,32 @@ def test_kept_documents_rewind_without_the_store(config: CertmonConfig, tmp_path
     durable = writer.durable()
     assert durable is not None and durable.position == {"line": 2}
     assert dump(durable.snapshot) == dump(eng.snapshot())
+
+
+def test_selection_suites_are_one_part(tmp_path: Path) -> None:
+    sel = """
+[[suites]]
+name = "bench"
+mode = "selection"
+[suites.selection]
+models = ["a", "b", "c"]
+examples = 30
+batch_size = 4
+max_outstanding = 2
+seed = 3
+""" + CONFIG
+    config = parse_config(sel)
+    eng = Engine(config)
+    requests = eng.start(0.0).requests
+    eng.process_batch(stream(100, 2))
+    writer = IncrementalCheckpointer(LocalDirectoryStore(tmp_path), "k")
+    assert writer.save(eng, {"line": 1}).parts_written == 3  # s0, s1, the selection suites
+    req = requests[0]
+    eng.process(json.dumps({"type": "judge", "event_id": "sel1", "suite": "bench",
+                            "model": req["model"], "example_id": req["example_ids"][0],
+                            "loss": 0.5, "ts": 1.0}).encode())
+    assert eng.changed == {""}
+    assert writer.save(eng, {"line": 2}).parts_written == 1
+    ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), "k")
+    assert ckpt is not None and dump(ckpt.snapshot) == dump(eng.snapshot())
+    assert Engine.restore(config, ckpt.snapshot).state_view() == eng.state_view()
