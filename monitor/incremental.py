@@ -220,9 +220,11 @@ def _read(store: CheckpointStore, key: str) -> tuple[Checkpoint, dict[str, tuple
         snapshot, position = decode_checkpoint(data)
         return Checkpoint(snapshot, position, 1), {}, {}
     doc = _verified(data, f"checkpoint {key!r}")
-    if doc.get("format") != CHECKPOINT_FORMAT or doc.get("key") != key:
-        raise CheckpointError(f"checkpoint {key!r} refused: a manifest of key "
-                              f"{doc.get('key')!r}, not {key!r}")
+    if doc.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint {key!r} is not a certmon checkpoint manifest")
+    if doc.get("key") != key:
+        raise CheckpointError(f"checkpoint {key!r} refused: it is the manifest of key "
+                              f"{doc.get('key')!r}")
     entries = _manifest_parts(doc, key)
     blobs = load_many(store, [part_key(key, n, g) for n, g, _ in entries])
     snapshot = dict(doc["engine"])

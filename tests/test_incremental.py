@@ -286,3 +286,60 @@ seed = 3
     ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), "k")
     assert ckpt is not None and dump(ckpt.snapshot) == dump(eng.snapshot())
     assert Engine.restore(config, ckpt.snapshot).state_view() == eng.state_view()
+
+
+class FlakyStore(LocalDirectoryStore):
+    """Write n: ``"lose"`` writes then raises (the ack was lost), ``"crash"`` raises first."""
+
+    def __init__(self, path: Path, plan: dict[int, str]) -> None:
+        super().__init__(path)
+        self.plan = plan
+        self.writes = 0
+
+    def save(self, key: str, data: bytes) -> None:
+        self.writes += 1
+        what = self.plan.get(self.writes)
+        if what == "crash":
+            raise OSError("killed")
+        super().save(key, data)
+        if what == "lose":
+            raise OSError("ack lost")
+
+    def save_many(self, items: list[tuple[str, bytes]]) -> None:
+        for key, data in items:
+            self.save(key, data)
+
+
+def test_a_manifest_that_landed_despite_an_error_is_never_corrupted(
+        config: CertmonConfig, tmp_path: Path) -> None:
+    eng = Engine(config)
+    eng.process_batch(stream(100, 1))
+    # write 1: s0 generation 0; write 2: its manifest
+    # write 3: s0 generation 1 (slot 1); write 4: the manifest lands, but the writer sees an error
+    # write 5: s0 again - it must go to slot 0 (the landed manifest references slot 1): crash
+    store = FlakyStore(tmp_path, {4: "lose", 6: "crash"})
+    writer = IncrementalCheckpointer(store, "k")
+    writer.save(eng, {"line": 1})
+    eng.process_batch(stream(50, 1, seed=1))
+    landed = dump(eng.snapshot())
+    with pytest.raises(OSError, match="ack lost"):
+        writer.save(eng, {"line": 2})
+    eng.process_batch(stream(50, 1, seed=2))
+    with pytest.raises(OSError, match="killed"):
+        writer.save(eng, {"line": 3})
+    assert store.writes == 6
+    ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), "k")
+    assert ckpt is not None and ckpt.position == {"line": 2} and dump(ckpt.snapshot) == landed
+    writer.save(eng, {"line": 3})
+    ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), "k")
+    assert ckpt is not None and dump(ckpt.snapshot) == dump(eng.snapshot())
+
+
+def test_a_manifest_under_another_key_is_refused(config: CertmonConfig, tmp_path: Path) -> None:
+    eng = Engine(config)
+    eng.process_batch(stream(50, 2))
+    store = LocalDirectoryStore(tmp_path)
+    IncrementalCheckpointer(store, "a").save(eng, {"line": 1})
+    store.save("b", store.load("a") or b"")
+    with pytest.raises(CheckpointError, match="it is the manifest of key 'a'"):
+        load_checkpoint(store, "b")
