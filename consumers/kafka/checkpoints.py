@@ -2,7 +2,11 @@
 
 Any instance of a consumer group can restore any partition: a checkpoint is stored under a
 key such as ``"certmon.eval-events.v1/3"`` and :meth:`KafkaTopicStore.load` reads the topic to
-its end offsets and returns the latest complete value for the key.
+its end offsets and returns the latest complete value for the key. A partition's checkpoint
+is its manifest under that key plus one value per suite and slot under
+``"certmon.eval-events.v1/3#part#<id>#<slot>"`` (:mod:`monitor.incremental`); every key of a
+checkpoint goes to the checkpoint-topic partition of its manifest, and :meth:`save_many` /
+:meth:`load_many` write or read many values with one wait for acknowledgements / one catch-up.
 
 Record layout (all records of one key go to the same partition, so they stay ordered):
 
