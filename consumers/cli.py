@@ -96,8 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         open_sink(_sink_spec(args.dead_letters_out, config.sinks.dead_letters), append=resume),
     )
     runner = Runner(config, outputs, store=store)
-    runner.engine = probe.engine
-    runner.start_position = start
+    runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
     restore_signals = install_signal_handlers(runner.stop)
     source = FileSource(input_id, start=start, should_stop=lambda: runner.stopping)
@@ -173,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         open_sink(config.sinks.dead_letters, append=True),
     )
     runner = Runner(config, outputs, store=store, metrics=ops)
-    runner.adopt(probe.engine, start)
+    runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
     registry.register(StateCollector(runner.view))
     server = None

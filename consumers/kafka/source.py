@@ -240,8 +240,9 @@ class KafkaRunner:
             for p, tps in sorted(by_partition.items()):
                 worker = self._workers.get(p)
                 if worker is None:
-                    data = store.load(partition_key(self.events_topic, p))
-                    worker = self._workers[p] = PartitionWorker.start(self.config, p, data)
+                    worker = self._workers[p] = PartitionWorker.open(
+                        self.config, p, store, partition_key(self.events_topic, p),
+                        self.kafka.checkpoint_max_bytes)
                 for tp in tps:
                     if tp.topic in worker.offsets:
                         consumer.seek(tp, worker.offsets[tp.topic])
@@ -370,23 +371,20 @@ class KafkaRunner:
         """Flush sinks, then durably checkpoint ``workers``; return offsets to commit."""
         from kafka.structs import TopicPartition
 
-        due = [w for w in workers if w.since_checkpoint > 0 or w.checkpoint is None]
+        due = [w for w in workers if w.since_checkpoint > 0 or not w.durable]
         if not due:
             return {}
         for sink in self._sinks.values():
             sink.flush()
-        store = self._require_store()
         commits: dict[TopicPartition, int] = {}
         for w in due:
             t0 = time.monotonic()
-            data = w.encode()
-            try:
-                store.save(partition_key(self.events_topic, w.partition), data)
+            try:  # one document per changed suite, then the partition's manifest
+                w.save()
             except CertmonError:
                 if self.ops is not None:
                     self.ops.checkpoint_failed()
                 raise
-            w.checkpointed(data)
             if self.ops is not None:
                 self.ops.checkpoint_written(time.monotonic() - t0, time.time())
             for topic, offset in w.offsets.items():

@@ -18,10 +18,11 @@ from consumers.kafka.sinks import KafkaTopicSink, ProduceError
 from consumers.kafka.source import KafkaRunner, kafka_config_of
 from consumers.kafka.state import merge_state_views, partition_key
 from consumers.kafka.topics import topic_specs
-from monitor.checkpoint import LocalDirectoryStore, decode_checkpoint
+from monitor.checkpoint import LocalDirectoryStore
 from monitor.config import parse_config
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import CheckpointError, ConfigError
+from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
 TOPIC = "certmon.eval-events.v1"
@@ -264,10 +265,8 @@ def test_runner_assign_process_checkpoint_restore(tmp_path: Path) -> None:
     runner._update_lag(consumer)  # type: ignore[arg-type]
     runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
     assert consumer.commits and consumer.commits[-1][tp0].offset == 41
-    _, position = decode_checkpoint(
-        LocalDirectoryStore(tmp_path).load(partition_key(TOPIC, 0)) or b""
-    )
-    assert position["offsets"] == {TOPIC: 41}
+    ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), partition_key(TOPIC, 0))
+    assert ckpt is not None and ckpt.position["offsets"] == {TOPIC: 41}
     view = runner.state_view()
 
     # Revocation writes a final checkpoint; a new owner restores and seeks to the next offset.
