@@ -98,7 +98,11 @@ def odd_state() -> dict[str, Any]:
                            "strata": {"s\n1": {"traffic_share": 0.5, "labels": 3}}},
                 "certificates": {
                     'c"1': {"alpha": 0.1, "delta": "0.05", "methods": {
-                        "m\\a": method, "m_b": other, "m_c": "not a mapping"},
+                        "m\\a": method, "m_b": other, "m_c": "not a mapping",
+                        # the same rhos as r_* of another model, as bools and ints
+                        "m_d": {"rhos": [1.0, 0.5], "rho_weights": [0.25, 0.75]},
+                        "m_e": {"rhos": [True, 0.5], "rho_weights": [0.25, 0.75]},
+                        "m_f": {"rhos": [1, 0.5, 1.0], "rho_weights": [0.2, 0.3, 0.5]}},
                         "epoch": {"epoch": 2, "regressions": 1, "started_round": 40,
                                   "regression_detector": {"statistic": 0.5, "threshold": 100,
                                                           "armed": False}}},

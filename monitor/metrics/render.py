@@ -257,11 +257,12 @@ def render_state(view: Mapping[str, Any], detail: Detail = "full") -> dict[str, 
     ['certmon_risk_estimate{certificate="c",method="r_autoeval_plus",model="m",suite="qa"} 0.05\n']
     """
     out: dict[str, list[str]] = {name: [] for name, _, _ in family_order()}
+    rho_plans: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
     for suite, suite_view in sorted(_mapping(view.get("suites")).items()):
         sv = _mapping(suite_view)
         su = f'suite="{_esc(suite)}"'
         for model, model_view in sorted(_mapping(sv.get("models")).items()):
-            _model(out, f'model="{_esc(model)}",', su, _mapping(model_view), detail)
+            _model(out, f'model="{_esc(model)}",', su, _mapping(model_view), detail, rho_plans)
         _selection(out, su, _mapping(sv.get("selection")))
         refused = _fmt(_mapping(sv.get("refused_models")).get("events"))
         if refused is not None:
@@ -271,7 +272,7 @@ def render_state(view: Mapping[str, Any], detail: Detail = "full") -> dict[str, 
 
 
 def _model(out: dict[str, list[str]], mo: str, su: str, view: Mapping[str, Any],
-           detail: Detail) -> None:
+           detail: Detail, rho_plans: dict[tuple[Any, ...], list[tuple[int, str]]]) -> None:
     key = f"{{{mo}{su}}} "
     counts = _mapping(view.get("counts"))
     for name, count_key in _COUNT_KEYS:
@@ -316,7 +317,7 @@ def _model(out: dict[str, list[str]], mo: str, su: str, view: Mapping[str, Any],
             methods = [(k, mv) for k, mv in methods if _mapping(mv).get("primary") is True]
         for method, method_view in methods:
             _method(out, f'{ce}method="{_esc(method)}",{mo}', su, _mapping(method_view),
-                    detail == "full")
+                    rho_plans if detail == "full" else None)
 
 
 def _epoch(out: dict[str, list[str]], ckey: str, view: Mapping[str, Any]) -> None:
@@ -342,7 +343,8 @@ def _epoch(out: dict[str, list[str]], ckey: str, view: Mapping[str, Any]) -> Non
 
 
 def _method(out: dict[str, list[str]], head: str, su: str, view: Mapping[str, Any],
-            rhos_too: bool) -> None:
+            rho_plans: dict[tuple[Any, ...], list[tuple[int, str]]] | None) -> None:
+    # rho_plans: None for no per-rho series, else a cache of _rho_plan by rhos
     # head: 'certificate="C",method="K",model="M",' (sorted label names before "rho", "side",
     # "state" and "suite")
     key = f"{{{head}{su}}} "
@@ -381,18 +383,36 @@ def _method(out: dict[str, list[str]], head: str, su: str, view: Mapping[str, An
         if v is not None:
             out[name].append(f"{name}{key}{v}\n")
     weights, rhos = get("rho_weights"), get("rhos")
-    if (rhos_too and isinstance(weights, list) and isinstance(rhos, list)
+    if (rho_plans is not None and isinstance(weights, list) and isinstance(rhos, list)
             and len(weights) == len(rhos)):
         lines = out["certmon_rho_weight_ratio"]
-        seen: set[str] = set()
-        for rho, weight in zip(rhos, weights, strict=True):
-            rho_value = _num(rho)
-            label = "" if rho_value is None else format_rho(rho_value)
-            if label and label not in seen:  # never two series with the same labels
-                seen.add(label)
-                v = _fmt(weight)
-                if v is not None:
-                    lines.append(f'certmon_rho_weight_ratio{{{head}rho="{label}",{su}}} {v}\n')
+        for i, label in _rho_plan(rhos, rho_plans):
+            v = _fmt(weights[i])
+            if v is not None:
+                lines.append(f'certmon_rho_weight_ratio{{{head}rho="{label}",{su}}} {v}\n')
+
+
+def _rho_plan(rhos: list[Any], plans: dict[tuple[Any, ...], list[tuple[int, str]]]
+              ) -> list[tuple[int, str]]:
+    """``(index, label)`` of the rhos to expose: valid ones, the first of equal labels."""
+    try:
+        key = (*map(type, rhos), *rhos)  # the types too: True == 1.0 but is no rho
+        return plans[key]
+    except TypeError:  # an unhashable element: not cached
+        key = ()
+    except KeyError:
+        pass
+    plan: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, rho in enumerate(rhos):
+        rho_value = _num(rho)
+        label = "" if rho_value is None else format_rho(rho_value)
+        if label and label not in seen:  # never two series with the same labels
+            seen.add(label)
+            plan.append((i, label))
+    if key:
+        plans[key] = plan
+    return plan
 
 
 def _strata(out: dict[str, list[str]], mo: str, su: str, view: Mapping[str, Any]) -> None:
