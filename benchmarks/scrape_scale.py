@@ -11,8 +11,8 @@ asks for), then gzip level 1 (what the endpoint sends when gzip is accepted). Pe
 detail it prints:
 
 - ``view s``: ``Engine.state_view`` alone (the part under the engine lock);
-- ``scrape s``: view + rendering + encoding (what ``/metrics`` costs, without gzip), and
-  ``gzip s``;
+- ``scrape s``: view + rendering + encoding (what ``/metrics`` costs, without gzip), its
+  CPU time (``time.process_time``: the machine may be shared), and ``gzip s``;
 - series (sample lines) and their count per model, and the uncompressed / gzip bytes.
 
 Times are the median of ``--repeat`` scrapes of an unchanged state; the first view after the
@@ -72,15 +72,16 @@ def child(n_models: int, labels_per_model: int, cs_grid: int, repeat: int,
         registry = CollectorRegistry()
         OperationalMetrics(registry, version="bench").set_up(True)
         registry.register(StateCollector(lambda s=shown: eng.state_view(s), detail))  # type: ignore[misc]
-        views, scrapes, zips = [], [], []
+        views, scrapes, cpus, zips = [], [], [], []
         body = b""
         for _ in range(repeat):
             t0 = time.perf_counter()
             eng.state_view(shown)
             views.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             body, _ = encode(registry, OPENMETRICS)
             scrapes.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
             t0 = time.perf_counter()
             zipped = gzip.compress(body, compresslevel=1)
             zips.append(time.perf_counter() - t0)
@@ -91,6 +92,7 @@ def child(n_models: int, labels_per_model: int, cs_grid: int, repeat: int,
                             b"certmon_kafka_"))]
         out[detail] = {"view_s": statistics.median(views),
                        "scrape_s": statistics.median(scrapes),
+                       "scrape_cpu_s": statistics.median(cpus),
                        "gzip_s": statistics.median(zips), "bytes": len(body),
                        "gzip_bytes": len(zipped), "series": len(state_lines)}
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -115,8 +117,8 @@ def main() -> None:
           f"{args.labels_per_model} labels x 11 events per model; OpenMetrics encoding; "
           f"median of {args.repeat}; {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}")
-    print(" models | detail | view s | scrape s | gzip s |    series | per model |   MB | gz MB "
-          "| first view s | peak RSS MB")
+    print(" models | detail | view s | scrape s (CPU s) | gzip s |    series | per model |   MB "
+          "| gz MB | first view s | peak RSS MB")
     for n in (int(s) for s in args.sizes.split(",")):
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         proc = subprocess.run(
@@ -130,7 +132,8 @@ def main() -> None:
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         for detail in ("full", "shown"):
             d = row[detail]
-            print(f"{n:>7} | {detail:>6} | {d['view_s']:>6.3f} | {d['scrape_s']:>8.3f} | "
+            print(f"{n:>7} | {detail:>6} | {d['view_s']:>6.3f} | {d['scrape_s']:>8.3f} "
+                  f"({d['scrape_cpu_s']:>5.3f}) | "
                   f"{d['gzip_s']:>6.3f} | {d['series']:>9,} | {d['series'] / n:>9.1f} | "
                   f"{d['bytes'] / 1e6:>4.1f} | {d['gzip_bytes'] / 1e6:>5.2f} | "
                   f"{row['first_view_s']:>12.3f} | {row['peak_rss_mb']:>11,.0f}", flush=True)

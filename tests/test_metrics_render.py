@@ -319,3 +319,29 @@ def test_series_per_model_are_the_documented_counts() -> None:
     assert doc["per rho (r_eval 1, r_autoeval 1, r_autoeval_plus `rhos`)"] == ("1", "0")
     assert doc["**default certificate, one model**"] == (f"**{full['total']}**",
                                                          f"**{shown['total']}**")
+
+
+def test_the_garbage_collector_is_paused_during_a_scrape_and_restored() -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    def view() -> dict[str, Any]:
+        seen.append(gc.isenabled())
+        return DOCUMENTS["contract"]
+
+    def failing() -> dict[str, Any]:
+        raise KeyError("broken view")
+
+    assert gc.isenabled()
+    list(StateCollector(view).collect())
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(KeyError):
+        list(StateCollector(failing).collect())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        list(StateCollector(view).collect())
+        assert not gc.isenabled()  # left as it was
+    finally:
+        gc.enable()
