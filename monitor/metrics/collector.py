@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from monitor.metrics.render import DETAILS, STATES, Detail, family_order, format_rho, render_state
+from monitor.metrics.families import DETAILS, STATES, Detail, family_order
+from monitor.metrics.render import format_rho, render_state
 
 __all__ = ["STATES", "RenderedFamily", "StateCollector", "format_rho"]
 
