@@ -174,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = Runner(config, outputs, store=store, metrics=ops)
     runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
-    registry.register(StateCollector(runner.view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
     server = None
     if config.metrics.enabled:
         try:

@@ -223,13 +223,13 @@ class Runner:
         """True once :meth:`stop` was called."""
         return self._stop.is_set()
 
-    def view(self) -> dict[str, Any]:
-        """Thread-safe ``Engine.state_view()`` (for the metrics collector and progress)."""
+    def view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Thread-safe ``Engine.state_view(shown_only)`` (for the metrics collector, progress)."""
         with self._viewers_lock:
             self._viewers += 1
         try:
             with self._lock:
-                return self.engine.state_view()
+                return self.engine.state_view(shown_only)
         finally:
             with self._viewers_lock:
                 self._viewers -= 1

@@ -359,11 +359,15 @@ class Engine:
         """Suite states by name (read-only use)."""
         return self._suites
 
-    def state_view(self) -> dict[str, Any]:
-        """Return the STATE.json document (JSON-serializable; non-finite numbers become null)."""
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the STATE.json document (JSON-serializable; non-finite numbers become null).
+
+        ``shown_only`` leaves out every method but each certificate's primary one: the
+        cheaper document a ``[metrics] detail = "shown"`` scrape reads.
+        """
         return {
             "suites": {
-                **{name: s.view() for name, s in self._suites.items()},
+                **{name: s.view(shown_only) for name, s in self._suites.items()},
                 **self._selection.views(),
             },
             "counters": self.counters,

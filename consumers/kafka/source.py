@@ -126,14 +126,15 @@ class KafkaRunner:
         recent = at is not None and time.monotonic() - at < CONFLICT_UNREADY_S
         return self._ready and not recent
 
-    def state_view(self) -> dict[str, Any]:
-        """Return the merged ``state_view()`` of the engines this process owns now.
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the merged ``state_view(shown_only)`` of the engines this process owns now.
 
         A suite held by two engines (restored from two partitions' checkpoints) keeps the
         lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
         """
         with self._lock:
-            views = [self._workers[p].engine.state_view() for p in sorted(self._workers)]
+            views = [self._workers[p].engine.state_view(shown_only)
+                     for p in sorted(self._workers)]
         return merge_state_views(views, strict=False)
 
     def assigned_partitions(self) -> list[int]:
@@ -627,7 +628,8 @@ def run_kafka(
     runner = KafkaRunner(config, registry, ops=ops)
     if started is not None:
         started(runner)
-    registry.register(StateCollector(runner.state_view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.state_view(shown), config.metrics.detail))
     server = None
     if config.metrics.enabled:
         server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready,

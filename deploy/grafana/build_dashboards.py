@@ -195,7 +195,9 @@ def fleet() -> dict[str, Any]:
         lay.add(stat(f"{title} certificates",
                      zero_while_up(f'count(max by (suite, model, certificate, method) '
                      f'(certmon_certificate_state{{state="{state}", {f}}}) == 1)'),
-                     description=f"Certificate x method pairs currently {state}.",
+                     description=f"Certificates currently {state} (by their primary method; "
+                                 "certificate x method pairs with [metrics] detail = "
+                                 "\"full\").",
                      thresholds=[(None, color)]), 4, 4)
     lay.add(stat("Labels received (all models)",
                  zero_while_up(f"sum(certmon_labels_total{{{f}}})"),
@@ -409,7 +411,9 @@ def model() -> dict[str, Any]:
         target(f'certmon_rho_weight_ratio{{{c}, method="r_autoeval_plus"}}', "rho={{rho}}"),
     ], unit="percentunit", stack=True, fill=60, minimum=0, maximum=1,
         description="Mixture weight of each reliance factor rho; weight on large rho means the "
-                    "judge is trusted."), 12, 8)
+                    "judge is trusted. Per-rho series are exported only with [metrics] detail "
+                    "= \"full\" (the default, \"shown\", keeps the series count of a fleet "
+                    "down): empty otherwise."), 12, 8)
     lay.add(timeseries("Judge bias (mean judge - human loss)", [
         target(f"certmon_judge_bias{{{m}}}", "bias"),
     ], description="Positive: the judge is harsher than humans."), 12, 8)
