@@ -227,7 +227,8 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
     ops = OperationalMetrics(registry)
     runner = Runner(config, outputs, metrics=ops, on_alert=alerts.append)
     take_over(outputs.alerts, runner.view())
-    registry.register(StateCollector(runner.view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
     out = sys.stdout
     server = None
     if not args.no_metrics:
