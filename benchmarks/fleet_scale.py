@@ -9,7 +9,9 @@ reports:
 
 - events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
 - peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and RSS before the engine;
-- checkpoint bytes and time (``monitor.checkpoint.encode_checkpoint(engine.snapshot())``);
+- checkpoint bytes and time of a full checkpoint (``monitor.incremental``: one document per
+  suite plus the manifest, into a ``LocalDirectoryStore`` in a temporary directory, fsync
+  included), and of the incremental one after 11 more events of one model (one suite);
 - scrape time and series of a :class:`monitor.metrics.StateCollector` over the state;
 - each figure's ratio to the one-model run.
 
@@ -30,6 +32,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -70,6 +73,16 @@ def make_stream(n_models: int, n_labels: int, seed: int = 0) -> list[bytes]:
     return lines
 
 
+def make_round(suite: str, model: str, ts: int) -> list[bytes]:
+    """10 judge events and a label of one new unit of ``model`` (one more round)."""
+    head = f'"suite": "{suite}", "model": "{model}", "ts": {ts}'
+    return [*(f'{{"type": "judge", "event_id": "jx_{k}", {head}, "example_id": '
+              f'"{"xx" if k == 0 else f"ux_{k}"}", "loss": 0.0, "audit": {str(k == 0).lower()}}}'
+              .encode() for k in range(JUDGES_PER_LABEL)),
+            f'{{"type": "label", "event_id": "lx", {head}, "example_id": "xx", "loss": 0.0}}'
+            .encode()]
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
@@ -78,12 +91,14 @@ def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
     """Measure one size (run in a fresh process)."""
     limit = int(budget_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client import CollectorRegistry
 
-    from monitor.checkpoint import encode_checkpoint
+    from monitor.checkpoint import LocalDirectoryStore
     from monitor.config import parse_config
     from monitor.engine import Engine
+    from monitor.incremental import IncrementalCheckpointer
     from monitor.metrics import StateCollector
+    from monitor.metrics.exposition import encode
 
     lines = make_stream(n_models, n_labels)
     out: dict[str, Any] = {"models": n_models, "events": len(lines),
@@ -99,15 +114,24 @@ def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
         out["seconds"] = time.perf_counter() - t0
         out["events_per_s"] = len(lines) / out["seconds"]
         out["replay_rss_mb"] = out["peak_rss_mb"] = _rss_mb()
-        t0 = time.perf_counter()
-        blob = encode_checkpoint(eng.snapshot(), {"offset": len(lines)})
-        out["checkpoint_s"] = time.perf_counter() - t0
-        out["checkpoint_bytes"] = len(blob)
-        del blob
+        with tempfile.TemporaryDirectory(prefix="certmon-bench-") as ckdir:
+            writer = IncrementalCheckpointer(LocalDirectoryStore(ckdir), "bench")
+            t0 = time.perf_counter()
+            full = writer.save(eng, {"offset": len(lines)})
+            out["checkpoint_s"] = time.perf_counter() - t0
+            out["checkpoint_bytes"] = full.bytes_written
+            out["checkpoint_parts"] = full.parts_written
+            eng.process_batch(make_round("s0", "m0", n_labels))  # one more round of one model
+            t0 = time.perf_counter()
+            incr = writer.save(eng, {"offset": len(lines) + JUDGES_PER_LABEL + 1})
+            out["incremental_s"] = time.perf_counter() - t0
+            out["incremental_bytes"] = incr.bytes_written
+            out["incremental_parts"] = incr.parts_written
+            out["manifest_bytes"] = incr.manifest_bytes
         reg = CollectorRegistry()
-        reg.register(StateCollector(eng.state_view))
-        t0 = time.perf_counter()
-        text = generate_latest(reg)
+        reg.register(StateCollector(eng.state_view))  # detail "full" (benchmarks/scrape_scale.py
+        t0 = time.perf_counter()                      # compares it with "shown")
+        text = encode(reg, "")[0]  # what /metrics sends (generate_latest parses the text back)
         out["scrape_s"] = time.perf_counter() - t0
         out["series"] = sum(1 for ln in text.splitlines() if ln and not ln.startswith(b"#"))
         out["peak_rss_mb"] = _rss_mb()
@@ -138,6 +162,8 @@ def _fmt(row: dict[str, Any], base: dict[str, Any] | None) -> str:
             f"{row['peak_rss_mb']:>7,.0f}{ratio('peak_rss_mb'):8} | "
             f"{row['checkpoint_bytes'] / 1e6:>8.1f}{ratio('checkpoint_bytes'):9} | "
             f"{row['checkpoint_s']:>6.2f}{ratio('checkpoint_s'):8} | "
+            f"{row['incremental_bytes'] / 1e3:>8.0f} {row['incremental_s'] * 1e3:>7.1f} "
+            f"({row['incremental_parts']}/{row['checkpoint_parts']}) | "
             f"{row['scrape_s']:>6.2f}{ratio('scrape_s'):8} | {row['series']:>9,}")
 
 
@@ -160,7 +186,7 @@ def main() -> None:
           f"1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(" models |  events/s (ratio) | RSS MB (ratio) | ckpt MB (ratio) | ckpt s (ratio) "
-          "| scrape s (ratio) | series")
+          "| incr kB  incr ms (suites) | scrape s (ratio) | series")
     base: dict[str, Any] | None = None
     rows = []
     for n in sizes:

@@ -12,15 +12,17 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
 import time
 import traceback
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
+from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.files import FileSource
 from consumers.inspection import inspect_lines
@@ -94,8 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         open_sink(_sink_spec(args.dead_letters_out, config.sinks.dead_letters), append=resume),
     )
     runner = Runner(config, outputs, store=store)
-    runner.engine = probe.engine
-    runner.start_position = start
+    runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
     restore_signals = install_signal_handlers(runner.stop)
     source = FileSource(input_id, start=start, should_stop=lambda: runner.stopping)
@@ -117,43 +118,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 130
     write_state(args.state_out, runner.engine.state_view())
     if not args.quiet:
-        dead_letters = args.dead_letters_out is not None or config.sinks.dead_letters != "none"
+        spec = _sink_spec(args.dead_letters_out, config.sinks.dead_letters)
+        where = None if spec == "none" else spec.removeprefix("file:")
         for line in replay_summary(runner.engine.counters, time.monotonic() - t0,
-                                   args.state_out, dead_letters):
+                                   args.state_out, where):
             print(line, file=sys.stderr)
     return 0
-
-
-def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
-                   dead_letters: bool) -> list[str]:
-    """Return the replay's closing lines: what was read, and what was not used (and why).
-
-    Examples
-    --------
-    >>> lines = replay_summary({"events_in": 20014, "rejected": {"invalid_json": 14},
-    ...                         "duplicates": {}, "unrouted": 20000}, 1.0, "S.json", False)
-    >>> print(lines[0])
-    certmon: 20014 events in 1.0s (14 rejected, 0 duplicate, 20000 unrouted); state in S.json
-    >>> print(lines[1][:59])
-    certmon: 14 rejected: invalid_json 14; their raw lines were
-    >>> "--dead-letters-out" in lines[1] and "suite and model names" in lines[2]
-    True
-    """
-    rejected = {k: v for k, v in counters.get("rejected", {}).items() if v}
-    n_rej = sum(rejected.values())
-    n_dup = sum(counters.get("duplicates", {}).values())
-    unrouted = int(counters.get("unrouted", 0))
-    lines = [f"certmon: {counters.get('events_in', 0)} events in {seconds:.1f}s ({n_rej} rejected, "
-             f"{n_dup} duplicate, {unrouted} unrouted); state in {state_out}"]
-    if n_rej:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items()))
-        where = ("see the dead letters" if dead_letters else
-                 "their raw lines were dropped: rerun with --dead-letters-out FILE to keep them")
-        lines.append(f"certmon: {n_rej} rejected: {reasons}; {where}")
-    if unrouted:
-        lines.append(f"certmon: {unrouted} valid events belong to no configured suite/model: "
-                     "check the suite and model names in the config")
-    return lines
 
 
 # ---------------------------------------------------------------------- run
@@ -202,9 +172,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         open_sink(config.sinks.dead_letters, append=True),
     )
     runner = Runner(config, outputs, store=store, metrics=ops)
-    runner.adopt(probe.engine, start)
+    runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
-    registry.register(StateCollector(runner.view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
     server = None
     if config.metrics.enabled:
         try:
@@ -244,6 +215,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.state_out:
         write_state(args.state_out, runner.engine.state_view())
     print(f"certmon: stopped after {runner.engine.events_in} events", file=sys.stderr)
+    spec = config.sinks.dead_letters
+    for line in replay_summary(runner.engine.counters, 0.0, "", None if spec == "none"
+                               else spec.removeprefix("file:"))[1:]:  # rejected, unrouted
+        print(line, file=sys.stderr)
     return 0
 
 
@@ -451,13 +426,39 @@ def main(argv: list[str] | None = None) -> int:
         print("certmon: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0
+        return _broken_pipe(args.command)
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
         print(f"certmon: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
               file=sys.stderr)
         return 1
+
+
+# Commands whose only output is the stream the reader closed (``certmon simulate | head``):
+# stopping quietly is what the reader asked for.
+_GENERATORS = frozenset({"simulate"})
+
+
+def _broken_pipe(command: str) -> int:
+    """Exit status (and one stderr line) after an output pipe was closed by its reader.
+
+    ``simulate`` stops quietly with 0. Any other command stops with 141 (128 + SIGPIPE, as a
+    shell reports a process killed by a closed pipe) and says what was not written: a replay
+    piped into ``head`` must not exit 0 without its STATE.json.
+    """
+    try:  # nothing more may reach the closed stdout, not even Python's flush at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    if command in _GENERATORS:
+        return 0
+    with contextlib.suppress(OSError):
+        print(f"certmon: error: an output pipe was closed by its reader; {command} stopped "
+              "there (later outputs and STATE.json were not written)", file=sys.stderr)
+    return 141
 
 
 def console_main() -> int:

@@ -10,7 +10,7 @@ state ...STATE.json
 <BLANKLINE>
 suite/model  cert  alpha  rounds  labels  judge  risk  CS
 <BLANKLINE>
-events 3, rejected 0, duplicates 0, unrouted 0, label requests 0, alerts
+events 3, rejected 0, duplicates 0, unrouted 0, label requests 0, alerts 0
 >>> inspect_lines(str(d))
 Traceback (most recent call last):
 ...
@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from consumers.progress import printable, summary_lines
-from monitor.checkpoint import decode_checkpoint
+from monitor.checkpoint import LocalDirectoryStore, decode_checkpoint
 from monitor.errors import CertmonError, CheckpointError
+from monitor.incremental import MANIFEST_VERSION, PART_FORMAT, load_checkpoint
 from monitor.state.model import ModelState
 
 __all__ = ["inspect_lines", "view_from_snapshot"]
 
 CHECKPOINT_GLOB = "*.ckpt.json"  # what LocalDirectoryStore writes
+_PART_MARK = "%23part%23"  # in the file names of per-suite documents ("#part#" escaped)
 
 
 def inspect_lines(path: str) -> list[str]:
@@ -56,7 +58,7 @@ def inspect_lines(path: str) -> list[str]:
     """
     p = Path(path)
     if p.is_dir():
-        files = sorted(p.glob(CHECKPOINT_GLOB))
+        files = sorted(f for f in p.glob(CHECKPOINT_GLOB) if _PART_MARK not in f.name)
         if not files:
             raise CertmonError(f"{path} is a directory and holds no checkpoint "
                                f"({CHECKPOINT_GLOB})")
@@ -77,8 +79,17 @@ def _file_lines(path: str) -> list[str]:
         doc = json.loads(data)
     except ValueError:
         raise CertmonError(f"{shown} is neither a checkpoint nor a STATE.json (not JSON)") from None
+    if isinstance(doc, dict) and doc.get("format") == PART_FORMAT:
+        raise CertmonError(f"{shown} is one suite's document of a checkpoint: inspect the "
+                           "checkpoint (its manifest, or the directory) instead")
     if isinstance(doc, dict) and doc.get("format") == "certmon.checkpoint":
-        snapshot, position = decode_checkpoint(data)
+        if doc.get("version") == MANIFEST_VERSION:  # a manifest: its suites are beside it
+            ckpt = load_checkpoint(LocalDirectoryStore(Path(path).parent), str(doc.get("key")))
+            if ckpt is None:
+                raise CertmonError(f"{shown}: no checkpoint under key {doc.get('key')!r}")
+            snapshot, position = ckpt.snapshot, ckpt.position
+        else:
+            snapshot, position = decode_checkpoint(data)
         try:
             view = view_from_snapshot(snapshot)
         except (KeyError, TypeError, ValueError) as exc:

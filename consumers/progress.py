@@ -179,12 +179,12 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
     if c:
         rej = sum(c.get("rejected", {}).values())
         dup = sum(c.get("duplicates", {}).values())
+        alerts = ", ".join(f"{k} {v}" for k, v in c.get("alerts", {}).items() if v)
         lines += [
             "",
             f"events {c.get('events_in', 0)}, rejected {rej}, duplicates {dup}, "
             f"unrouted {c.get('unrouted', 0)}, "
-            f"label requests {c.get('label_requests', 0)}, alerts "
-            + ", ".join(f"{k} {v}" for k, v in c.get("alerts", {}).items() if v),
+            f"label requests {c.get('label_requests', 0)}, alerts {alerts or 0}",
         ]
     return lines
 
@@ -227,7 +227,8 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
     ops = OperationalMetrics(registry)
     runner = Runner(config, outputs, metrics=ops, on_alert=alerts.append)
     take_over(outputs.alerts, runner.view())
-    registry.register(StateCollector(runner.view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
     out = sys.stdout
     server = None
     if not args.no_metrics:

@@ -38,17 +38,12 @@ from itertools import islice
 from types import FrameType
 from typing import Any, Protocol
 
-from monitor.checkpoint import (
-    CheckpointStore,
-    Position,
-    atomic_write,
-    decode_checkpoint,
-    encode_checkpoint,
-)
+from monitor.checkpoint import CheckpointStore, Position, atomic_write
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.errors import CertmonError, CheckpointError
 from monitor.events import dead_letter_record
+from monitor.incremental import IncrementalCheckpointer, SaveStats
 from monitor.metrics import OperationalMetrics
 from monitor.sinks import Sink
 
@@ -164,6 +159,10 @@ class Runner:
         self.outputs = outputs
         self.store = store
         self.key = key or config.checkpoint.key
+        # checkpoints: one document per suite, only the changed ones rewritten
+        self.checkpointer = (None if store is None
+                             else IncrementalCheckpointer(store, self.key))
+        self.last_checkpoint: SaveStats | None = None
         self.metrics = metrics
         self.on_alert = on_alert
         self.every_events = config.checkpoint.every_events
@@ -192,19 +191,25 @@ class Runner:
         CheckpointError
             Corrupt, unknown version, or written with a different configuration.
         """
-        if self.store is None:
+        if self.checkpointer is None:
             return None
-        data = self.store.load(self.key)
-        if data is None:
+        ckpt = self.checkpointer.load()
+        if ckpt is None:
             return None
-        snapshot, position = decode_checkpoint(data)
-        self.engine = Engine.restore(self.config, snapshot)
-        self.start_position = position
+        self.engine = Engine.restore(self.config, ckpt.snapshot)
+        self.start_position = ckpt.position
         self._synced = self._counter_snapshot()
-        return position
+        return ckpt.position
 
-    def adopt(self, engine: Engine, position: Position | None) -> None:
-        """Continue from an engine restored elsewhere (e.g. by a probe runner) at ``position``."""
+    def adopt(self, engine: Engine, position: Position | None,
+              checkpointer: IncrementalCheckpointer | None = None) -> None:
+        """Continue from an engine restored elsewhere (e.g. by a probe runner) at ``position``.
+
+        Pass the restoring runner's ``checkpointer`` (same store and key) so that the next
+        checkpoint rewrites only the suites changed since; without it the next one is full.
+        """
+        if checkpointer is not None:
+            self.checkpointer = checkpointer
         self.engine = engine
         self.start_position = position
         self._synced = self._counter_snapshot()
@@ -218,13 +223,13 @@ class Runner:
         """True once :meth:`stop` was called."""
         return self._stop.is_set()
 
-    def view(self) -> dict[str, Any]:
-        """Thread-safe ``Engine.state_view()`` (for the metrics collector and progress)."""
+    def view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Thread-safe ``Engine.state_view(shown_only)`` (for the metrics collector, progress)."""
         with self._viewers_lock:
             self._viewers += 1
         try:
             with self._lock:
-                return self.engine.state_view()
+                return self.engine.state_view(shown_only)
         finally:
             with self._viewers_lock:
                 self._viewers -= 1
@@ -331,15 +336,15 @@ class Runner:
             time.sleep(0.0005)
 
     def _checkpoint(self, source: EventSource) -> None:
-        if self.store is None:
+        writer = self.checkpointer
+        if writer is None:
             raise RuntimeError("checkpoint requested but no checkpoint store is configured")
         t0 = time.perf_counter()
         try:
             self.outputs.flush()
-            with self._lock:
-                snapshot = self.engine.snapshot()
-            data = encode_checkpoint(snapshot, source.position())
-            self.store.save(self.key, data)
+            with self._lock:  # only the changed suites are snapshot
+                pending = writer.prepare(self.engine, source.position())
+            self.last_checkpoint = writer.commit(pending)
         except (CheckpointError, OSError):
             if self.metrics is not None:
                 self.metrics.checkpoint_failed()

@@ -1,5 +1,9 @@
 """Checkpoints: versioned, checksummed JSON of the engine state plus the input position.
 
+This module holds the stores, the signing and the single-document format (version 1) that
+older certmon versions wrote; certmon now writes one document per suite and a manifest
+(version 2, :mod:`monitor.incremental`), with the same canonical JSON, sha256 and HMAC.
+
 Format (version 1)::
 
     {"format": "certmon.checkpoint", "version": 1, "position": {...},
@@ -149,6 +153,9 @@ def decode_checkpoint(data: bytes) -> tuple[dict[str, Any], Position]:
     if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError("not a certmon checkpoint (missing format 'certmon.checkpoint')")
     version = doc.get("version")
+    if version == 2:
+        raise CheckpointError("checkpoint version 2 is a manifest of per-suite documents: "
+                              "read it with monitor.incremental.load_checkpoint")
     if version != CHECKPOINT_VERSION or isinstance(version, bool):
         raise CheckpointError(
             f"unknown checkpoint version {version!r} "
@@ -164,10 +171,19 @@ def decode_checkpoint(data: bytes) -> tuple[dict[str, Any], Position]:
     return engine, position
 
 
-def atomic_write(path: str | Path, data: bytes) -> None:
+def _fsync_directory(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write(path: str | Path, data: bytes, *, sync_directory: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync directory).
 
-    After a crash at any moment ``path`` holds either its old or its new content.
+    After a crash at any moment ``path`` holds either its old or its new content
+    (``sync_directory=False``: the caller fsyncs the directory before relying on it).
 
     Examples
     --------
@@ -189,11 +205,8 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    if sync_directory:
+        _fsync_directory(directory)
 
 
 class CheckpointStore(Protocol):
@@ -250,6 +263,17 @@ class LocalDirectoryStore:
             atomic_write(target, data)
         except OSError as exc:
             raise CheckpointError(f"cannot write checkpoint {target}: {exc}") from None
+
+    def save_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Atomically replace each ``(key, data)``; the directory is fsynced once, at the end."""
+        for key, data in items:
+            target = self.file_for(key)
+            try:
+                atomic_write(target, data, sync_directory=False)
+            except OSError as exc:
+                raise CheckpointError(f"cannot write checkpoint {target}: {exc}") from None
+        if items:
+            _fsync_directory(self.path)
 
 
 def sign_checkpoint(data: bytes, key: bytes) -> bytes:
@@ -365,6 +389,22 @@ class AuthenticatedStore:
     def save(self, key: str, data: bytes) -> None:
         """Sign and save the checkpoint of ``key``."""
         self.inner.save(key, sign_checkpoint(data, self._key))
+
+    def save_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Sign and save each ``(key, data)`` (one batch when the inner store batches)."""
+        signed = [(k, sign_checkpoint(d, self._key)) for k, d in items]
+        batch = getattr(self.inner, "save_many", None)
+        if batch is not None:
+            batch(signed)
+        else:
+            for key, data in signed:
+                self.inner.save(key, data)
+
+    def load_many(self, keys: list[str]) -> list[bytes | None]:
+        """Load and verify each key (one batch when the inner store batches)."""
+        batch = getattr(self.inner, "load_many", None)
+        got = list(batch(keys)) if batch is not None else [self.inner.load(k) for k in keys]
+        return [None if d is None else verify_checkpoint(d, self._key) for d in got]
 
 
 def secured_store(store: CheckpointStore, environ: Mapping[str, str]) -> CheckpointStore:

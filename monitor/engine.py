@@ -38,7 +38,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any, Final
@@ -64,9 +64,10 @@ from monitor.state.restore_checks import (
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 
-__all__ = ["DUPLICATE_REASONS", "Engine", "ProcessResult"]
+__all__ = ["DUPLICATE_REASONS", "SELECTION_PART", "Engine", "ProcessResult"]
 
 DUPLICATE_REASONS: Final = ("event_id", "unit")
+SELECTION_PART: Final = ""  # the part of the selection suites (never a suite name)
 _SNAPSHOT_KIND: Final = "certmon.Engine"
 
 
@@ -146,6 +147,7 @@ class Engine:
         self._n_models = 0  # models of all suites (kept current by _apply and restore)
         self._fingerprint = config_fingerprint(config)
         self._selection = SelectionSuites(config)  # mode = "selection" suites
+        self.changed: set[str] = set()  # parts changed since the last checkpoint cleared it
         self.events_in = 0
         self.unrouted = 0
         self.label_requests = 0
@@ -304,9 +306,11 @@ class Engine:
                 return None
             # evaluation requests, not label requests (see monitor/state/selection.py)
             dup = self._selection.handle(ev, alerts, requests)
+            self.changed.add(SELECTION_PART)
         else:
             n_models = len(suite.models)
             dup = suite.handle(ev, alerts, requests)
+            self.changed.add(ev.suite)
             self._n_models += len(suite.models) - n_models
             if requests:
                 self.label_requests += len(requests)
@@ -335,6 +339,7 @@ class Engine:
             model = suite.models.get(route[1]) if suite is not None else None
             if model is not None:
                 model.counts["rejected"] += 1
+                self.changed.add(route[0])
 
     # ------------------------------------------------------------------ views
     @property
@@ -354,29 +359,34 @@ class Engine:
         """Suite states by name (read-only use)."""
         return self._suites
 
-    def state_view(self) -> dict[str, Any]:
-        """Return the STATE.json document (JSON-serializable; non-finite numbers become null)."""
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the STATE.json document (JSON-serializable; non-finite numbers become null).
+
+        ``shown_only`` leaves out every method but each certificate's primary one: the
+        cheaper document a ``[metrics] detail = "shown"`` scrape reads.
+        """
         return {
             "suites": {
-                **{name: s.view() for name, s in self._suites.items()},
+                **{name: s.view(shown_only) for name, s in self._suites.items()},
                 **self._selection.views(),
             },
             "counters": self.counters,
         }
 
     # ------------------------------------------------------------------ snapshots
-    def snapshot(self) -> dict[str, Any]:
-        """Full JSON-serializable state (see :mod:`monitor.checkpoint`)."""
-        snap = {
-            "kind": _SNAPSHOT_KIND,
-            "version": 1,
-            "config_fingerprint": self._fingerprint,
-            "counters": self.counters,
-            "suites": [s.to_dict() for s in self._suites.values()],
-        }
-        if self._selection.states:  # key absent without selection suites (older snapshots)
-            snap["selection"] = self._selection.to_list()
+    def snapshot(self, parts: Collection[str] | None = None) -> dict[str, Any]:
+        """Full JSON-serializable state (:mod:`monitor.checkpoint`), or only ``parts`` of it."""
+        snap: dict[str, Any] = {"kind": _SNAPSHOT_KIND, "version": 1,
+                                "config_fingerprint": self._fingerprint, "counters": self.counters}
+        snap["suites"] = [s.to_dict() for n, s in self._suites.items()
+                          if parts is None or n in parts]
+        if self._selection.states and (parts is None or SELECTION_PART in parts):
+            snap["selection"] = self._selection.to_list()  # absent without selection suites
         return snap
+
+    def part_names(self) -> list[str]:
+        """Suite names in snapshot order, then SELECTION_PART if there are selection suites."""
+        return [*self._suites, *([SELECTION_PART] if self._selection.states else [])]
 
     def start(self, ts: float | None = None) -> ProcessResult:
         """Start the configured selection-mode suites: their first evaluation requests.
@@ -384,6 +394,7 @@ class Engine:
         Idempotent on started suites (re-emits their requests in flight, same ids); ``ts``
         stamps new requests (default: the suite's event time, 0.0 before any event).
         """
+        self.changed.add(SELECTION_PART)
         return ProcessResult(requests=self._selection.start(ts))
 
     @classmethod

@@ -39,6 +39,30 @@ def test_readme_links_stay_inside_the_repository() -> None:
         assert (ROOT / target).exists(), target
 
 
+def test_paths_named_in_the_readmes_exist() -> None:
+    """Every repository path a reader is pointed to (links and `code` paths) exists, in
+    README.md and deploy/README.md; runtime outputs (ckpt-run/) and formulas (1/delta) aside."""
+    runtime = {"ckpt-run/", "1/delta"}
+    for readme in (ROOT / "README.md", ROOT / "deploy" / "README.md"):
+        text = readme.read_text()
+        links = re.findall(r"\]\(([^)#:]+)\)", text)
+        paths = re.findall(r"`([A-Za-z0-9_.-]+/[A-Za-z0-9_./-]*)`", text)
+        for target in {*links, *paths} - runtime:
+            assert (readme.parent / target).exists() or (ROOT / target).exists(), (
+                f"{readme.relative_to(ROOT)} names {target}, which is not in the repository")
+
+
+def test_first_screen_commands() -> None:
+    """The two commands above the fold: `pip install -e . && certmon demo` (the Quickstart test
+    runs `certmon demo`) and `bash scripts/test.sh` (what CI's .ci/run runs)."""
+    first = re.findall(r"```bash\n(.*?)```", README, re.S)[0]
+    commands = [line.split("#")[0].strip() for line in first.splitlines() if line.strip()]
+    assert commands == ["pip install -e . && certmon demo", "bash scripts/test.sh"]
+    assert "certmon demo" in [c.split("#")[0].strip() for c in quickstart_commands()]
+    assert (ROOT / "scripts" / "test.sh").is_file()
+    assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
 def test_event_example_is_one_valid_event_per_line() -> None:
     (block,) = re.findall(r"```json\n(.*?)```", README[README.index("### Events"):], re.S)[:1]
     lines = block.strip().splitlines()

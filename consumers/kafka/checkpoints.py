@@ -2,7 +2,11 @@
 
 Any instance of a consumer group can restore any partition: a checkpoint is stored under a
 key such as ``"certmon.eval-events.v1/3"`` and :meth:`KafkaTopicStore.load` reads the topic to
-its end offsets and returns the latest complete value for the key.
+its end offsets and returns the latest complete value for the key. A partition's checkpoint
+is its manifest under that key plus one value per suite and slot under
+``"certmon.eval-events.v1/3#part#<id>#<slot>"`` (:mod:`monitor.incremental`); every key of a
+checkpoint goes to the checkpoint-topic partition of its manifest, and :meth:`save_many` /
+:meth:`load_many` write or read many values with one wait for acknowledgements / one catch-up.
 
 Record layout (all records of one key go to the same partition, so they stay ordered):
 
@@ -73,6 +77,11 @@ def split_chunks(data: bytes, chunk_bytes: int) -> list[bytes]:
     return [data[i : i + chunk_bytes] for i in range(0, len(data), chunk_bytes)] or [b""]
 
 
+def _owner(key: str) -> str:
+    """Return the checkpoint key a record key belongs to (topic names never hold ``#``)."""
+    return key.split("#", 1)[0]
+
+
 @dataclass(frozen=True)
 class _Manifest:
     save_id: str
@@ -137,13 +146,13 @@ class KafkaTopicStore:
         return self._partitions[zlib.crc32(key.encode()) % len(self._partitions)]
 
     def _send(self, key: str, value: bytes | None, kind: str) -> Any:
-        owner = key.split(_CHUNK_SEP, 1)[0]  # chunks go to their checkpoint's partition
+        # chunks and part documents ("KEY#part#...") go to their checkpoint's partition
         return self._producer.send(
             self.topic,
             key=key.encode(),
             value=value,
             headers=[(HEADER, kind.encode())],
-            partition=self._partition_for(owner),
+            partition=self._partition_for(_owner(key)),
         )
 
     def save(self, key: str, data: bytes) -> None:
@@ -156,46 +165,68 @@ class KafkaTopicStore:
         CheckpointError
             The write was not acknowledged within the timeout.
         """
-        if _CHUNK_SEP in key:
-            raise CheckpointError(f"checkpoint key must not contain {_CHUNK_SEP!r}: {key!r}")
-        if len(data) > self.max_bytes:
-            raise CheckpointTooLargeError(
-                f"checkpoint {key!r} is {len(data)} bytes, above kafka.checkpoint_max_bytes="
-                f"{self.max_bytes}; raise kafka.checkpoint_max_bytes or use "
-                'kafka.checkpoint_store = "local"'
-            )
+        self.save_many([(key, data)])
+
+    def save_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Write every ``(key, data)`` durably, waiting for the acknowledgements once.
+
+        Raises
+        ------
+        CheckpointTooLargeError
+            A value exceeds ``checkpoint_max_bytes`` (then nothing is written).
+        CheckpointError
+            A write was not acknowledged within the timeout.
+        """
+        for key, data in items:
+            if _CHUNK_SEP in key:
+                raise CheckpointError(f"checkpoint key must not contain {_CHUNK_SEP!r}: {key!r}")
+            if len(data) > self.max_bytes:
+                raise CheckpointTooLargeError(
+                    f"checkpoint {key!r} is {len(data)} bytes, above kafka.checkpoint_max_bytes="
+                    f"{self.max_bytes}; raise kafka.checkpoint_max_bytes or use "
+                    'kafka.checkpoint_store = "local"'
+                )
         from kafka.errors import KafkaError
 
-        stale = [ck for ck in self._chunks if ck.startswith(key + _CHUNK_SEP)]
-        futures = []
+        done: dict[str, bytes | _Manifest] = {}
+        new_chunks: dict[str, bytes] = {}
         try:
-            if len(data) <= self.chunk_bytes:
-                futures.append(self._send(key, data, "whole"))
-                manifest: bytes | _Manifest = data
-            else:
+            heads = []  # (key, value, kind): sent once every chunk is acknowledged
+            chunk_futures = []
+            for key, data in items:
+                if len(data) <= self.chunk_bytes:
+                    heads.append((key, data, "whole"))
+                    done[key] = data
+                    continue
                 save_id = uuid.uuid4().hex[:12]
                 pieces = split_chunks(data, self.chunk_bytes)
-                chunk_futures = [
-                    self._send(chunk_key(key, save_id, i), piece, "chunk")
-                    for i, piece in enumerate(pieces)
-                ]
-                self._producer.flush(timeout=self.timeout)
-                for f in chunk_futures:
-                    f.get(timeout=self.timeout)
+                for i, piece in enumerate(pieces):
+                    ck = chunk_key(key, save_id, i)
+                    chunk_futures.append(self._send(ck, piece, "chunk"))
+                    new_chunks[ck] = piece
                 manifest = _Manifest(
                     save_id, len(pieces), len(data), hashlib.sha256(data).hexdigest()
                 )
-                body = json.dumps(manifest.__dict__, sort_keys=True).encode()
-                futures.append(self._send(key, body, "manifest"))
-                for i, piece in enumerate(pieces):
-                    self._chunks[chunk_key(key, save_id, i)] = piece
+                heads.append((key, json.dumps(manifest.__dict__, sort_keys=True).encode(),
+                              "manifest"))
+                done[key] = manifest
+            if chunk_futures:
+                self._producer.flush(timeout=self.timeout)
+                for f in chunk_futures:
+                    f.get(timeout=self.timeout)
+            futures = [self._send(key, value, kind) for key, value, kind in heads]
             self._producer.flush(timeout=self.timeout)
             for f in futures:
                 f.get(timeout=self.timeout)
         except KafkaError as exc:
             raise CheckpointError(f"checkpoint write to {self.topic!r} failed: {exc!r}") from exc
-        self._latest[key] = manifest
-        self._origin[key] = (self._partition_for(key), int(time.time() * 1000))
+        now = int(time.time() * 1000)
+        stale = [ck for ck in self._chunks
+                 if ck.split(_CHUNK_SEP, 1)[0] in done and ck not in new_chunks]
+        self._chunks.update(new_chunks)
+        for key, entry in done.items():
+            self._latest[key] = entry
+            self._origin[key] = (self._partition_for(_owner(key)), now)
         for ck in stale:  # chunks of older saves: tombstones (best effort)
             self._chunks.pop(ck, None)
             self._send(ck, None, "chunk")
@@ -281,6 +312,14 @@ class KafkaTopicStore:
             The topic cannot be read, or a manifest's chunks are missing or corrupt.
         """
         self._catch_up()
+        return self._assemble(key)
+
+    def load_many(self, keys: list[str]) -> list[bytes | None]:
+        """:meth:`load` every key, reading the topic to its end once."""
+        self._catch_up()
+        return [self._assemble(key) for key in keys]
+
+    def _assemble(self, key: str) -> bytes | None:
         entry = self._latest.get(key)
         if entry is None or isinstance(entry, bytes):
             return entry

@@ -126,14 +126,15 @@ class KafkaRunner:
         recent = at is not None and time.monotonic() - at < CONFLICT_UNREADY_S
         return self._ready and not recent
 
-    def state_view(self) -> dict[str, Any]:
-        """Return the merged ``state_view()`` of the engines this process owns now.
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the merged ``state_view(shown_only)`` of the engines this process owns now.
 
         A suite held by two engines (restored from two partitions' checkpoints) keeps the
         lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
         """
         with self._lock:
-            views = [self._workers[p].engine.state_view() for p in sorted(self._workers)]
+            views = [self._workers[p].engine.state_view(shown_only)
+                     for p in sorted(self._workers)]
         return merge_state_views(views, strict=False)
 
     def assigned_partitions(self) -> list[int]:
@@ -240,8 +241,9 @@ class KafkaRunner:
             for p, tps in sorted(by_partition.items()):
                 worker = self._workers.get(p)
                 if worker is None:
-                    data = store.load(partition_key(self.events_topic, p))
-                    worker = self._workers[p] = PartitionWorker.start(self.config, p, data)
+                    worker = self._workers[p] = PartitionWorker.open(
+                        self.config, p, store, partition_key(self.events_topic, p),
+                        self.kafka.checkpoint_max_bytes)
                 for tp in tps:
                     if tp.topic in worker.offsets:
                         consumer.seek(tp, worker.offsets[tp.topic])
@@ -370,23 +372,20 @@ class KafkaRunner:
         """Flush sinks, then durably checkpoint ``workers``; return offsets to commit."""
         from kafka.structs import TopicPartition
 
-        due = [w for w in workers if w.since_checkpoint > 0 or w.checkpoint is None]
+        due = [w for w in workers if w.since_checkpoint > 0 or not w.durable]
         if not due:
             return {}
         for sink in self._sinks.values():
             sink.flush()
-        store = self._require_store()
         commits: dict[TopicPartition, int] = {}
         for w in due:
             t0 = time.monotonic()
-            data = w.encode()
-            try:
-                store.save(partition_key(self.events_topic, w.partition), data)
+            try:  # one document per changed suite, then the partition's manifest
+                w.save()
             except CertmonError:
                 if self.ops is not None:
                     self.ops.checkpoint_failed()
                 raise
-            w.checkpointed(data)
             if self.ops is not None:
                 self.ops.checkpoint_written(time.monotonic() - t0, time.time())
             for topic, offset in w.offsets.items():
@@ -629,7 +628,8 @@ def run_kafka(
     runner = KafkaRunner(config, registry, ops=ops)
     if started is not None:
         started(runner)
-    registry.register(StateCollector(runner.state_view))
+    shown = config.metrics.detail == "shown"
+    registry.register(StateCollector(lambda: runner.state_view(shown), config.metrics.detail))
     server = None
     if config.metrics.enabled:
         server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from monitor.checkpoint import CheckpointStore, decode_checkpoint
+from monitor.checkpoint import CheckpointStore
+from monitor.incremental import load_checkpoint
 
 if TYPE_CHECKING:
     from monitor.config import CertmonConfig
@@ -99,10 +100,9 @@ def load_partition_states(
     views = []
     positions: dict[int, dict[str, Any]] = {}
     for p in partitions:
-        data = store.load(partition_key(topic, p))
-        if data is None:
+        ckpt = load_checkpoint(store, partition_key(topic, p))
+        if ckpt is None:
             continue
-        snapshot, position = decode_checkpoint(data)
-        views.append(Engine.restore(config, snapshot).state_view())
-        positions[p] = position
+        views.append(Engine.restore(config, ckpt.snapshot).state_view())
+        positions[p] = ckpt.position
     return merge_state_views(views), positions

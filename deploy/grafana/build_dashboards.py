@@ -195,7 +195,9 @@ def fleet() -> dict[str, Any]:
         lay.add(stat(f"{title} certificates",
                      zero_while_up(f'count(max by (suite, model, certificate, method) '
                      f'(certmon_certificate_state{{state="{state}", {f}}}) == 1)'),
-                     description=f"Certificate x method pairs currently {state}.",
+                     description=f"Certificates currently {state} (by their primary method; "
+                                 "certificate x method pairs with [metrics] detail = "
+                                 "\"full\").",
                      thresholds=[(None, color)]), 4, 4)
     lay.add(stat("Labels received (all models)",
                  zero_while_up(f"sum(certmon_labels_total{{{f}}})"),
@@ -339,15 +341,19 @@ def operations_row(lay: Layout) -> None:
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p50", "A"),
         target("histogram_quantile(0.99, sum by (le) "
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p99", "B"),
-    ], unit="s", minimum=0), 6, 8)
+    ], unit="s", minimum=0,
+        description="Sampled: the processing time of the first event of each processing "
+                    "batch, timed alone; one observation per batch, not per event."),
+            6, 8)
     lay.add(timeseries("Alerts emitted", [
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
                "{{kind}}"),
     ], minimum=0), 6, 8)
-    lay.add(stat("certmon up", f"min({UP}) or on () vector(0)",
+    lay.add(stat("certmon up", f'min(certmon_up{{job=~"certmon.*"}} or {UP}) or on () vector(0)',
                  thresholds=[(None, "red"), (1, "green")],
-                 description="up while every certmon target is scraped; down when any "
-                             "replica is down or no target is scraped at all.",
+                 description="up while every certmon target is scraped and processing "
+                             "(certmon_up 1); down when any replica is down or not processing "
+                             "(Kafka unreachable), or no target is scraped at all.",
                  mappings=[{"type": "value", "options": {"0": {"text": "down"},
                                                          "1": {"text": "up"}}}]), 4, 4)
     lay.add(stat("Replicas up", f"sum({UP})", unit="none",
@@ -405,7 +411,9 @@ def model() -> dict[str, Any]:
         target(f'certmon_rho_weight_ratio{{{c}, method="r_autoeval_plus"}}', "rho={{rho}}"),
     ], unit="percentunit", stack=True, fill=60, minimum=0, maximum=1,
         description="Mixture weight of each reliance factor rho; weight on large rho means the "
-                    "judge is trusted."), 12, 8)
+                    "judge is trusted. Per-rho series are exported only with [metrics] detail "
+                    "= \"full\" (the default, \"shown\", keeps the series count of a fleet "
+                    "down): empty otherwise."), 12, 8)
     lay.add(timeseries("Judge bias (mean judge - human loss)", [
         target(f"certmon_judge_bias{{{m}}}", "bias"),
     ], description="Positive: the judge is harsher than humans."), 12, 8)

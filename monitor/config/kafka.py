@@ -90,6 +90,10 @@ class KafkaConfig(BaseModel):
     # 100k records per partition keeps that below ~10% and bounds the replay after a crash.
     checkpoint_every_records: int = Field(default=100_000, gt=0)
     checkpoint_every_seconds: float = Field(default=30.0, gt=0)
+    # A checkpoint is one document per suite plus a manifest (monitor/incremental.py); each
+    # is written as records of at most checkpoint_chunk_bytes. checkpoint_max_bytes caps ONE
+    # document: a suite whose document is larger is refused with an error naming the suite
+    # and its size (the partition as a whole has no cap).
     checkpoint_chunk_bytes: int = Field(default=512 * 1024, ge=1024, le=8 * 1024 * 1024)
     checkpoint_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     checkpoint_topic_partitions: int = Field(default=1, gt=0)

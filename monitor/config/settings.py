@@ -220,6 +220,9 @@ class MetricsConfig(_Section):
     scrapers. TLS with ``tls_cert_file``/``tls_key_file``; basic auth with
     ``basic_auth_username`` and a password from ``basic_auth_password_file`` or the
     ``CERTMON_METRICS_PASSWORD`` environment variable (never from the config file).
+    ``detail = "shown"`` (default) exports the per-method series of each certificate's primary
+    method only and no ``certmon_rho_weight_ratio``; ``"full"`` every method and every rho
+    (about twice the series per model: the counts are in ``deploy/README.md``).
     """
 
     enabled: bool = True
@@ -233,6 +236,9 @@ class MetricsConfig(_Section):
     tls_key_file: str | None = None
     basic_auth_username: str | None = None
     basic_auth_password_file: str | None = None
+    # per-method / per-rho detail of the state series: "shown" (each certificate's primary
+    # method, no certmon_rho_weight_ratio) or "full" (every method, per rho)
+    detail: Literal["full", "shown"] = "shown"
 
 
 class AlertmanagerConfig(_Section):

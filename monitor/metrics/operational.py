@@ -212,8 +212,9 @@ class OperationalMetrics:
             self._checkpoint_seconds, self._checkpoints, self._checkpoint_failures,
             self._unrouted,
         ]))
-        self._up = Gauge("certmon_up", "1 while the process is running its loop.",
-                         registry=registry)
+        self._up = Gauge("certmon_up",
+                         "1 while the processing loop runs and (Kafka source) the brokers "
+                         "answer; 0 otherwise.", registry=registry)
         build = Gauge("certmon_build_info", "Build information (always 1).", ["version"],
                       registry=registry)
         build.labels(version=version if version is not None else package_version()).set(1)

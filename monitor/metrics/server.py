@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 
 from monitor.errors import CertmonError
+from monitor.metrics.exposition import metrics_app
 
 __all__ = ["MetricsLimits", "limits_from_config", "serve_metrics", "stop_metrics"]
 
@@ -87,7 +88,7 @@ class _CachedScrape:
 
 def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
          limits: MetricsLimits) -> _App:
-    metrics_app = _CachedScrape(make_wsgi_app(registry), limits.min_scrape_interval)
+    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval)
     expected = None
     if limits.basic_auth is not None:
         user, password = limits.basic_auth
@@ -106,7 +107,7 @@ def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
             body = (b"ok\n" if path == "/healthz" else b"ready\n") if ok else b"not ready\n"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [body]
-        return metrics_app(environ, start_response)
+        return scrape_app(environ, start_response)
 
     return app
 
@@ -191,10 +192,11 @@ def serve_metrics(
 
     Notes
     -----
-    ``/metrics`` (and every path other than the two probes) is prometheus_client's WSGI app:
-    text format, OpenMetrics on content negotiation, gzip when accepted. ``/healthz`` answers
-    200 while the server runs (and needs no credentials, for liveness probes); ``/readyz``
-    answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
+    ``/metrics`` (and every path other than the two probes) answers as prometheus_client's WSGI
+    app does (text format, OpenMetrics on content negotiation, gzip when accepted), with the
+    state families copied as pre-rendered text (:func:`monitor.metrics.exposition.metrics_app`).
+    ``/healthz`` answers 200 while the server runs (and needs no credentials, for liveness
+    probes); ``/readyz`` answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
     ``workers + max_connections`` sockets plus the listening one, and renders ``/metrics``
     at most once per ``min_scrape_interval`` seconds.
 

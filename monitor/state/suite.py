@@ -488,12 +488,13 @@ class SuiteState:
                 )
 
     # ------------------------------------------------------------------ views
-    def view(self) -> dict[str, Any]:
-        """Return this suite's part of STATE.json."""
+    def view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return this suite's part of STATE.json (``shown_only``: see ``model_view``)."""
+        certs = self._certs
         view: dict[str, Any] = {
             "multiplicity": self.config.multiplicity,
             "family_size": self.family_size,
-            "models": {name: model_view(m, self._certs) for name, m in self.models.items()},
+            "models": {name: model_view(m, certs, shown_only) for name, m in self.models.items()},
         }
         if self.refused_count:
             view["refused_models"] = {"events": self.refused_count, "names": list(self.refused)}

@@ -49,12 +49,18 @@ def alert_evidence(
     }
 
 
-def model_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dict[str, Any]:
-    """Model ``m``'s part of STATE.json for the suite's certificates ``certs_config``."""
+def model_view(
+    m: ModelState, certs_config: Sequence[CertificateConfig], shown_only: bool = False
+) -> dict[str, Any]:
+    """Model ``m``'s part of STATE.json for the suite's certificates ``certs_config``.
+
+    ``shown_only`` keeps only each certificate's primary method (the reduced view the
+    ``[metrics] detail = "shown"`` scrape reads; STATE.json always has every method).
+    """
     certs: dict[str, Any] = {}
     for c in certs_config:
         methods: dict[str, Any] = {}
-        for meth in c.methods:
+        for meth in (c.primary_method,) if shown_only else c.methods:
             mon = m.monitors[(c.name, meth)]
             eff = m.effective[(c.name, meth)]
             methods[meth] = {

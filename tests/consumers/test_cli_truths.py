@@ -1,6 +1,6 @@
 """What a new user meets on the command line: special output files, honest summaries, --version,
 help on every option, a busy --port, inspect on a checkpoint directory, escape codes in names,
-and a resume after a torn last line (issue 17)."""
+an output pipe closed by its reader and a resume after a torn last line (issue 17)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,36 @@ def test_replay_summary_reports_rejected_and_unrouted(
     assert f"{total} events" in err
     assert f"(2 rejected, 0 duplicate, {total - 2} unrouted)" in err
     assert "rerun with --dead-letters-out FILE" in err
+    assert "no configured suite/model" in err and "not dead-lettered" in err
+
+    dead = tmp_path / "dead.jsonl"
+    assert main(["replay", "--config", str(write_config(tmp_path, OTHER_SUITE)), "--input",
+                 str(events), "--state-out", str(tmp_path / "s2.json"),
+                 "--dead-letters-out", str(dead)]) == 0
+    err = capsys.readouterr().err
+    assert f"raw lines and reasons written to {dead}" in err
+    assert len(dead.read_text().splitlines()) == 2
+
+
+def test_run_stop_summary_reports_rejected_and_unrouted(
+        tmp_path: Path, events: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`certmon run` (file source) ends with the same accounting as replay."""
+    dead = tmp_path / "dead.jsonl"
+    cfg = write_config(tmp_path, OTHER_SUITE + f"""
+[source]
+kind = "file"
+path = "{events}"
+
+[sinks]
+alerts = "none"
+requests = "none"
+dead_letters = "file:{dead}"
+""")
+    assert main(["run", "--config", str(cfg)]) == 0
+    err = capsys.readouterr().err
+    assert "stopped after" in err
+    assert f"2 rejected: invalid_json 1, missing_field 1; raw lines and reasons written to {dead}" \
+        in err, err
     assert "no configured suite/model" in err
 
 
@@ -93,7 +123,10 @@ def test_every_option_has_help() -> None:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
                     walk(sub, f"{where} {name}")
-            elif not action.help:
+                summarised = {c.dest for c in action._choices_actions if (c.help or "").strip()}
+                missing.extend(f"{where} {name} (summary)" for name in action.choices
+                               if name not in summarised)
+            elif not (action.help or "").strip():
                 missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
 
     walk(build_parser(), "certmon")
@@ -155,3 +188,30 @@ def test_resume_cuts_a_torn_last_line(tmp_path: Path, events: Path) -> None:
     assert alerts.read_bytes() == whole
     for line in alerts.read_bytes().splitlines():
         json.loads(line)
+
+
+def test_replay_into_a_closed_pipe_fails_loudly(tmp_path: Path, events: Path) -> None:
+    """``certmon replay ... --alerts-out - | head -1``: the reader leaves early; replay must not
+    exit 0 without its STATE.json (it used to, silently)."""
+    import shutil
+    import subprocess
+
+    state = tmp_path / "STATE.json"
+    exe = shutil.which("certmon")
+    assert exe, "certmon is not on PATH (pip install -e .)"
+    proc = subprocess.Popen([exe, "replay", "--config", str(write_config(tmp_path)), "--input",
+                             str(events), "--state-out", str(state), "--alerts-out", "-"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first alert is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "output pipe was closed by its reader" in err and "STATE.json" in err
+    assert "Traceback" not in err and not state.exists()
+
+    # a pure generator stops quietly, as `certmon simulate | head` should
+    sim = subprocess.Popen([exe, "simulate", "--events", "100000"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    assert sim.stdout is not None and sim.stderr is not None
+    sim.stdout.close()
+    assert sim.wait(60) == 0 and sim.stderr.read() == b""

@@ -5,9 +5,10 @@ from pathlib import Path
 
 from consumers.files import FileSource
 from consumers.runner import IterSource, Outputs, Runner
-from monitor.checkpoint import LocalDirectoryStore, decode_checkpoint
+from monitor.checkpoint import LocalDirectoryStore
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
+from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
 
@@ -70,8 +71,8 @@ def test_checkpoints_and_resume_equal_uninterrupted(tmp_path: Path) -> None:
 
     r1.run(Limited())
     assert r1.engine.events_in == 50 and r1.checkpoints >= 7
-    _, pos = decode_checkpoint(store.load("certmon") or b"")
-    assert pos["line"] == 50
+    ckpt = load_checkpoint(store, "certmon")
+    assert ckpt is not None and ckpt.position["line"] == 50
     out2 = outputs()
     r2 = Runner(cfg, out2, store=store)
     start = r2.restore()

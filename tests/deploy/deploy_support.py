@@ -56,6 +56,8 @@ betting = "wsr"
 rhos = 10
 """
 BAD_LINES = [b"{not json", b'{"type": "judge"}', b"\xff\xfe"]
+DETAIL = parse_config(CONFIG).metrics.detail  # the default: what the deploy files get
+
 
 
 def simulated_events() -> list[bytes]:
@@ -68,6 +70,13 @@ def simulated_events() -> list[bytes]:
     )
     lines = [line.rstrip(b"\n") for line in iter_jsonl(spec, np.random.default_rng(11))]
     return [*lines[:100], *BAD_LINES, lines[50], *lines[100:]]
+
+
+def shown_methods(state: dict[str, Any], suite: str = SUITE) -> set[tuple[str, str]]:
+    """(model, method) pairs whose per-method series a scrape shows at ``DETAIL``."""
+    return {(model, method) for model, mv in state["suites"][suite]["models"].items()
+            for method, view in mv["certificates"]["risk"]["methods"].items()
+            if DETAIL == "full" or view["primary"]}
 
 
 def expected_state(events: list[bytes]) -> dict[str, Any]:
@@ -313,7 +322,8 @@ dead_letters = "file:{workdir / 'dead.jsonl'}"
 def _start_in_process(events: list[bytes], state: dict[str, Any]) -> CertmonEndpoint:
     engine = Engine(parse_config(CONFIG))
     registry = CollectorRegistry()
-    registry.register(StateCollector(engine.state_view))
+    shown = DETAIL == "shown"  # as consumers/cli.py wires it
+    registry.register(StateCollector(lambda: engine.state_view(shown), DETAIL))
     ops = OperationalMetrics(registry)
     for raw in events:
         start = time.perf_counter()

@@ -33,8 +33,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from monitor.metrics.operational import package_version
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
 from tests.deploy.deploy_support import (
+    DETAIL,
     SUITE,
     CertmonEndpoint,
     dashboard_queries,
@@ -54,6 +56,7 @@ pytestmark = pytest.mark.integration
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SCALE = 60  # rule durations and thresholds divided by this
 PIPELINE_ALERTS = ("CertmonCheckpointStale", "CertmonCheckpointMissing", "CertmonDown",
+                   "CertmonNotProcessing",
                    "CertmonAbsent", "CertmonCheckpointFailing", "CertmonDeadLettersRising")
 SUBSTITUTIONS = {"$__rate_interval": "5s", "$suite": SUITE, "$model": "good",
                  "$certificate": "risk", "$method": "r_autoeval_plus"}
@@ -197,6 +200,43 @@ def panel_expr(title: str) -> str:
     return expr
 
 
+def fleet_panel(title: str) -> dict[str, Any]:
+    doc = json.loads((DEPLOY / "grafana" / "dashboards" / "certmon-fleet.json").read_text())
+    (panel,) = [p for p in doc["panels"] if p["title"] == title or p["title"].startswith(title)]
+    return dict(panel)
+
+
+def query_at(base: str, promql: str, at: float) -> list[dict[str, Any]]:
+    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": promql, "time": at})
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body: dict[str, Any] = json.loads(resp.read())
+    assert body["status"] == "success", (promql, body)
+    rows: list[dict[str, Any]] = body["data"]["result"]
+    return rows
+
+
+def check_fleet_panels(base: str, replicas: int) -> None:
+    """The fleet panels the issue found lying: Version shows the version (not a count), the
+    risk panel draws alpha and follows the $method variable (no hard-coded method)."""
+    version = fleet_panel("Version")
+    assert version["options"]["textMode"] == "name"
+    assert version["targets"][0]["legendFormat"] == "{{version}}"
+    rows = result(base, version["targets"][0]["expr"])
+    assert [(r["metric"]["version"], r["value"][1]) for r in rows] == [
+        (package_version(), str(replicas))]
+    risk = fleet_panel("Risk upper bound vs alpha")
+    assert "$method" in risk["title"] and 'method="r_autoeval_plus"' not in json.dumps(risk)
+    exprs = [t["expr"] for t in risk["targets"]]
+    assert any("certmon_certificate_alpha" in e for e in exprs)
+    # [metrics] detail = "shown" exports the primary method only (every method with "full")
+    methods = ("r_eval", "r_autoeval", "r_autoeval_plus") if DETAIL == "full" else (
+        "r_autoeval_plus",)
+    for method in methods:
+        for expr in exprs:
+            expr = expr.replace("$method", method).replace("$suite", ".*").replace("$model", ".*")
+            assert result(base, expr), (method, expr)  # the alpha line and each method's bound
+
+
 def panel_value(base: str, title: str) -> float | None:
     """What a stat panel shows: its single value, or None for "no data"."""
     expr = panel_expr(title)
@@ -249,7 +289,9 @@ def test_four_scenarios(stack: Stack) -> None:
         assert evaluated > 60
         assert panel_value(prom, up_panel) == 1
         assert panel_value(prom, replicas_panel) == 2
-        assert panel_value(prom, "Violated certificates") == 3  # model "bad", 3 methods
+        # model "bad": its primary method (every method with [metrics] detail = "full")
+        assert panel_value(prom, "Violated certificates") == (3 if DETAIL == "full" else 1)
+        check_fleet_panels(prom, replicas=2)
         assert pipeline_alerts(prom) == set()
     finally:
         stop_feeding.set()
@@ -265,6 +307,14 @@ def test_four_scenarios(stack: Stack) -> None:
         time.sleep(1)
     age = panel_value(prom, "Checkpoint age")
     assert age is not None and age > 900 // SCALE
+    # the panel shows the stalest replica: b (idle since start-up), not a (checkpointed after
+    # the busy phase), both read at one evaluation time
+    at = time.time()
+    (shown,) = query_at(prom, panel_expr("Checkpoint age"), at)
+    ages = {r["metric"]["instance"]: float(r["value"][1]) for r in query_at(
+        prom, "time() - (certmon_checkpoint_last_success_timestamp_seconds > 0)", at)}
+    assert len(ages) == 2 and max(ages.values()) - min(ages.values()) > 1, ages
+    assert float(shown["value"][1]) == max(ages.values())
     # the wall-clock-only rule this replaces would have paged here
     assert len(result(prom, "time() - (certmon_checkpoint_last_success_timestamp_seconds > 0)"
                             f" > {900 // SCALE}")) == 2
@@ -279,7 +329,7 @@ def test_four_scenarios(stack: Stack) -> None:
     assert panel_value(prom, up_panel) == 0
     assert panel_value(prom, replicas_panel) == 1
     assert pipeline_alerts(prom) == {("CertmonDown", b)}
-    assert panel_value(prom, "Violated certificates") == 3
+    assert panel_value(prom, "Violated certificates") == (3 if DETAIL == "full" else 1)
 
     # 4. all down
     stack.replicas["a"].close()

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.metrics import StateCollector
-from tests.deploy.deploy_support import CertmonEndpoint, scrape
+from tests.deploy.deploy_support import DETAIL, CertmonEndpoint, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ Sample = tuple[str, tuple[tuple[str, str], ...]]
 
 def expected_samples(state: dict[str, object]) -> dict[Sample, float]:
     registry = CollectorRegistry()
-    registry.register(StateCollector(lambda: state))
+    registry.register(StateCollector(lambda: state, DETAIL))
     text = generate_latest(registry).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -28,7 +28,7 @@ def expected_samples(state: dict[str, object]) -> dict[Sample, float]:
 
 def test_scraped_state_metrics_equal_the_engine_state(certmon: CertmonEndpoint) -> None:
     expected = expected_samples(certmon.state)
-    assert len(expected) > 100
+    assert len(expected) > 60  # 2 models x 38 series ("shown"; 76 each with "full")
     got = scrape(certmon.metrics_url)
     names = {name for name, _ in expected}
     scraped = {key: value for key, value in got.items() if key[0] in names}
@@ -72,3 +72,38 @@ def test_no_created_series(certmon: CertmonEndpoint) -> None:
         text = resp.read().decode()
     assert "certmon_events_received_total" in text
     assert "_created" not in text
+
+
+def test_timestamps_and_latency_mean_what_their_help_says(certmon: CertmonEndpoint) -> None:
+    """``certmon_certificate_last_change_timestamp_seconds`` is the ``ts`` of the event that
+    changed the certificate (event time, years before the scrape here), and
+    ``certmon_event_processing_seconds`` holds one observation per processing batch, not one
+    per event; each help text says so."""
+    import json
+    import urllib.request
+
+    from monitor.config import parse_config
+    from monitor.engine import Engine
+    from tests.deploy.deploy_support import CONFIG
+
+    engine = Engine(parse_config(CONFIG))
+    changed: dict[tuple[str, str], float] = {}
+    for raw in certmon.events:
+        for alert in engine.process(raw).alerts:
+            changed[(alert["model"], alert["method"])] = float(json.loads(raw)["ts"])
+    assert changed
+
+    with urllib.request.urlopen(certmon.metrics_url, timeout=5) as resp:
+        families = {f.name: f for f in text_string_to_metric_families(resp.read().decode())}
+    last = families["certmon_certificate_last_change_timestamp_seconds"]
+    assert "Event time" in last.documentation and "not the time certmon processed it" in (
+        last.documentation)
+    values = {(s.labels["model"], s.labels["method"]): s.value for s in last.samples}
+    for key, ts in changed.items():
+        assert values[key] == ts, key
+        assert ts < time.time() - 86400 * 365  # the simulated stream is from 2023
+    latency = families["certmon_event_processing_seconds"]
+    assert "one observation per batch, not per event" in latency.documentation
+    count = next(s.value for s in latency.samples if s.name.endswith("_count"))
+    if certmon.mode == "process":  # the in-process fixture observes every event
+        assert 1 <= count < len(certmon.events) / 10

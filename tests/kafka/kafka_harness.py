@@ -21,8 +21,8 @@ from consumers.kafka.source import kafka_config_of
 from consumers.kafka.state import load_partition_states, partition_key
 from consumers.kafka.topics import ensure_topics
 from consumers.testing.kafka_broker import die_with_parent
-from monitor.checkpoint import decode_checkpoint
 from monitor.config import CertmonConfig, load_config
+from monitor.incremental import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -209,10 +209,9 @@ class KafkaSetup:
         try:
             out = {}
             for p in range(self.partitions):
-                data = store.load(partition_key(self.events_topic, p))
-                if data is not None:
-                    _, pos = decode_checkpoint(data)
-                    for topic, offset in pos["offsets"].items():
+                ckpt = load_checkpoint(store, partition_key(self.events_topic, p))
+                if ckpt is not None:
+                    for topic, offset in ckpt.position["offsets"].items():
                         out[(topic, p)] = int(offset)
             return out
         finally:

@@ -18,10 +18,11 @@ from consumers.kafka.sinks import KafkaTopicSink, ProduceError
 from consumers.kafka.source import KafkaRunner, kafka_config_of
 from consumers.kafka.state import merge_state_views, partition_key
 from consumers.kafka.topics import topic_specs
-from monitor.checkpoint import LocalDirectoryStore, decode_checkpoint
+from monitor.checkpoint import LocalDirectoryStore
 from monitor.config import parse_config
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import CheckpointError, ConfigError
+from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
 TOPIC = "certmon.eval-events.v1"
@@ -264,10 +265,8 @@ def test_runner_assign_process_checkpoint_restore(tmp_path: Path) -> None:
     runner._update_lag(consumer)  # type: ignore[arg-type]
     runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
     assert consumer.commits and consumer.commits[-1][tp0].offset == 41
-    _, position = decode_checkpoint(
-        LocalDirectoryStore(tmp_path).load(partition_key(TOPIC, 0)) or b""
-    )
-    assert position["offsets"] == {TOPIC: 41}
+    ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), partition_key(TOPIC, 0))
+    assert ckpt is not None and ckpt.position["offsets"] == {TOPIC: 41}
     view = runner.state_view()
 
     # Revocation writes a final checkpoint; a new owner restores and seeks to the next offset.
@@ -382,3 +381,27 @@ def test_a_suite_on_a_second_partition_is_fenced_and_dead_lettered(tmp_path: Pat
     # both partitions' checkpoints restored holding "qa": a scrape still answers
     runner._workers[1].engine.process(_event(103, suite="qa"))
     assert "qa" in runner.state_view()["suites"]
+
+
+def test_kafka_path_counts_unrouted_events_and_samples_processing_time(tmp_path: Path) -> None:
+    """The Kafka loop feeds certmon_events_unrouted_total and the sampled latency histogram
+    (one observation per partition batch), as the file loop does."""
+    from monitor.metrics import OperationalMetrics
+
+    config = parse_config(CONFIG.replace('name = "*"', 'name = "qa"', 1),
+                          [f"checkpoint.dir={json.dumps(str(tmp_path))}"])
+    registry = CollectorRegistry()
+    runner = KafkaRunner(config, registry, store=LocalDirectoryStore(tmp_path),
+                         ops=OperationalMetrics(registry))
+    consumer = FakeConsumer()
+    runner._consumer = consumer  # type: ignore[assignment]
+    runner._sinks = {n: MemorySink() for n in ("alerts", "requests", "dead_letters")}  # type: ignore[assignment]
+    tp0 = TopicPartition(TOPIC, 0)
+    runner._on_assigned([tp0])
+    typo = [Rec(40 + i, _event(100 + i, suite="qa-typo")) for i in range(7)]
+    runner._process({tp0: [*_records(0, 20), *typo]})
+    runner._process({tp0: _records(24, 29)})  # offsets 48..57
+    assert registry.get_sample_value("certmon_events_received_total") == 57
+    assert registry.get_sample_value("certmon_events_unrouted_total") == 7
+    assert registry.get_sample_value("certmon_event_processing_seconds_count") == 2
+    assert runner.state_view()["counters"]["unrouted"] == 7
