@@ -185,21 +185,24 @@ class AutoEvalTest:
         initial_weights: ArrayLike | None = None,
         e_process: BettingEProcess | None = None,
     ) -> None:
-        r = np.asarray(rhos, dtype=float).reshape(-1)
-        if r.size == 0 or not np.all((r >= 0.0) & (r <= 1.0)):
-            raise ValueError(f"rhos must be non-empty values in [0, 1], got {r.tolist()}")
+        if isinstance(rhos, (list, tuple)) and all(type(v) is float for v in rhos):
+            rs: list[float] = list(rhos)  # the common case, without numpy's per-call cost
+        else:
+            rs = [float(v) for v in np.asarray(rhos, dtype=float).reshape(-1).tolist()]
+        if not rs or not all(0.0 <= v <= 1.0 for v in rs):
+            raise ValueError(f"rhos must be non-empty values in [0, 1], got {rs}")
         if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
             raise ValueError(f"alpha must satisfy 0 < alpha < 1, got {alpha!r}")
         if initial_weights is None:
-            w0 = np.full(r.size, 1.0 / r.size)
+            w0_list = [1.0 / len(rs)] * len(rs)
         else:
             w0 = np.asarray(initial_weights, dtype=float).reshape(-1)
-            if w0.shape != r.shape or not np.all(np.isfinite(w0) & (w0 > 0.0)):
+            if w0.shape != (len(rs),) or not np.all(np.isfinite(w0) & (w0 > 0.0)):
                 raise ValueError("initial_weights must be positive, finite and one per rho")
-            w0 = w0 / w0.sum()
-        self._rhos = [float(v) for v in r.tolist()]
+            w0_list = (w0 / w0.sum()).tolist()
+        self._rhos = rs
         self._rhos_arr = np.array(self._rhos)
-        self._log_w0 = [math.log(v) for v in w0.tolist()]
+        self._log_w0 = [math.log(v) for v in w0_list]
         self._uniform = len(set(self._log_w0)) == 1  # same rule in from_state (determinism)
         self._pl: PlugInEProcess | None = None
         self._ep: BettingEProcess | None = None

@@ -119,6 +119,10 @@ def bet_fractions(k: int = 8, lo: float = 0.05, hi: float = 0.9) -> FloatArray:
     return np.asarray(np.geomspace(lo, hi, k), dtype=np.float64)
 
 
+_DEFAULT_FRACTIONS = bet_fractions()
+_DEFAULT_FRACTIONS.setflags(write=False)  # a shared read-only constant, never state
+
+
 def check_fractions(fr: Sequence[float] | FloatArray) -> FloatArray:
     """Return the bet fractions as an array, or raise ``ValueError`` unless all lie in (0, 1)."""
     arr = np.asarray(fr, dtype=np.float64)
@@ -271,7 +275,7 @@ class RiskIncreaseDetector:
         self._kind: Kind = kind
         self._threshold = threshold_from(arl, p, horizon)
         self._log_a = math.log(self._threshold)
-        self._fr = check_fractions(bet_fractions() if fractions is None else fractions)
+        self._fr = _DEFAULT_FRACTIONS if fractions is None else check_fractions(fractions)
         self._views = views
         self._frj = np.tile(self._fr, views)
         self._frj_list = [float(u) for u in self._frj.tolist()]

@@ -26,6 +26,7 @@ from monitor.stats.changepoint.detector import (
     IntArray,
     Kind,
     RiskIncreaseDetector,
+    check_fractions,
     threshold_from,
 )
 
@@ -181,7 +182,10 @@ class DriftDetector:
         self._kind: Kind = kind
         self._threshold = threshold_from(arl, p, horizon)
         self._fractions = fractions
-        RiskIncreaseDetector(0.0, kind=kind, arl=self._threshold, fractions=fractions)  # checks
+        if kind not in ("sr", "cusum"):
+            raise ValueError(f"kind must be 'sr' or 'cusum', got {kind!r}")
+        if fractions is not None:
+            check_fractions(fractions)
         self.reset()
 
     def reset(self) -> None:
