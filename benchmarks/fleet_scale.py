@@ -1,10 +1,11 @@
-"""Fleet scale: the cost of monitored models, 1 to 10,000 models on streams of one shape.
+"""Fleet scale: the cost of monitored models, 1 to 50,000 models on streams of one shape.
 
 Every size replays the same stream length and shape: ``--labels`` labels in all, spread
 round-robin over the models (so rounds of all models interleave), each label preceded by
 10 judge events of its model (one audited, nine not); suites hold up to 50 models. The
-certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000,
-``plugin_up``). Each size runs in a fresh subprocess (so peak RSS is that size's own) and
+certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000 with
+``cs_kind = "bernstein"``, ``plugin_up``), the process runs with certmon's garbage-collector
+policy (:func:`consumers.gc_policy.tune_gc`). Each size runs in a fresh subprocess (so peak RSS is that size's own) and
 reports:
 
 - events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
@@ -20,7 +21,7 @@ A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
 the per-model memory of the largest completed run says what the full size would need. The
 machine is shared: the budget keeps this benchmark from taking it over.
 
-Usage: python benchmarks/fleet_scale.py [--labels 20000] [--sizes 1,100,1000,10000]
+Usage: python benchmarks/fleet_scale.py [--labels 20000] [--sizes 1,100,1000,10000,50000]
        [--budget-gb 4]
 """
 
@@ -93,10 +94,13 @@ def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     from prometheus_client import CollectorRegistry
 
+    from consumers.gc_policy import tune_gc
     from monitor.checkpoint import LocalDirectoryStore
     from monitor.config import parse_config
     from monitor.engine import Engine
     from monitor.incremental import IncrementalCheckpointer
+
+    tune_gc()  # the collector policy of the certmon process (what users get)
     from monitor.metrics import StateCollector
     from monitor.metrics.exposition import encode
 
@@ -171,7 +175,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--labels", type=int, default=20_000,
                     help="labels in each stream (x11 events)")
-    ap.add_argument("--sizes", default="1,100,1000,10000")
+    ap.add_argument("--sizes", default="1,100,1000,10000,50000")
     ap.add_argument("--budget-gb", type=float, default=4.0,
                     help="address-space limit of each child process")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
@@ -182,7 +186,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"stream: {args.labels:,} labels x ({JUDGES_PER_LABEL} judge + 1 label) = "
           f"{args.labels * (JUDGES_PER_LABEL + 1):,} events per size; models round-robin, "
-          f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, cs_grid "
+          f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, Bernstein CS, cs_grid "
           f"1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(" models |  events/s (ratio) | RSS MB (ratio) | ckpt MB (ratio) | ckpt s (ratio) "

@@ -464,14 +464,18 @@ def _broken_pipe(command: str) -> int:
 def console_main() -> int:
     """Entry point of the ``certmon`` console script: :func:`main` in a fresh process.
 
-    Turns off prometheus_client's ``*_created`` series process-wide first. certmon's own
+    Turns off prometheus_client's ``*_created`` series process-wide first, and sets the
+    garbage-collector policy (:func:`consumers.gc_policy.tune_gc`). certmon's own
     operational metrics already drop them per registry; this global switch (the library has
     no per-registry one) also covers counters defined by the Kafka modules. It is called here,
     once per process, and never by library code, so importing certmon changes nothing.
     """
     from prometheus_client import disable_created_metrics
 
+    from consumers.gc_policy import tune_gc
+
     disable_created_metrics()  # type: ignore[no-untyped-call]
+    tune_gc()  # a process-wide collector policy, set here once (see consumers.gc_policy)
     return main()
 
 
