@@ -5,8 +5,9 @@ round-robin over the models (so rounds of all models interleave), each label pre
 10 judge events of its model (one audited, nine not); suites hold up to 50 models. The
 certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000 with
 ``cs_kind = "bernstein"``, ``plugin_up``), the process runs with certmon's garbage-collector
-policy (:func:`consumers.gc_policy.tune_gc`). Each size runs in a fresh subprocess (so peak RSS is that size's own) and
-reports:
+policy (:func:`consumers.gc_policy.tune_gc`). A size needs at least as many labels as models
+(``--labels 100000`` for 50,000). Each size runs in a fresh subprocess (so peak RSS is that
+size's own) and reports:
 
 - events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
 - peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and RSS before the engine;
@@ -186,8 +187,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"stream: {args.labels:,} labels x ({JUDGES_PER_LABEL} judge + 1 label) = "
           f"{args.labels * (JUDGES_PER_LABEL + 1):,} events per size; models round-robin, "
-          f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, Bernstein CS, cs_grid "
-          f"1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
+          f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, Bernstein "
+          f"CS, cs_grid 1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(" models |  events/s (ratio) | RSS MB (ratio) | ckpt MB (ratio) | ckpt s (ratio) "
           "| incr kB  incr ms (suites) | scrape s (ratio) | series")
