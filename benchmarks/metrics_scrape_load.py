@@ -136,7 +136,8 @@ def main() -> None:
         tmp = Path(d)
         for m in a.models:
             path = make_file(tmp, m, a.events)
-            n = sum(1 for _ in open(path, "rb"))
+            with open(path, "rb") as fh:
+                n = sum(1 for _ in fh)
             for interval in a.interval:
                 alone, loaded, scrapes = [], [], []
                 for _ in range(a.repeat):  # interleaved, so drift hits both alike
