@@ -7,10 +7,12 @@ follow) replays N events of M models in a subprocess with the metrics server on,
 alone and once while four client threads (in this process) GET /metrics in a loop.
 
 Reported per row: events/s (events / time from the "metrics on" line to exit), scrapes
-answered, and the slowdown ratio (events/s alone / events/s scraped). ``--interval`` runs
-extra rows with another ``metrics.min_scrape_interval`` (0 renders every scrape, i.e. no
-sharing), to show what the sharing buys. Timings on a shared machine are noisy: the median
-of ``--repeat`` runs is shown.
+answered, the slowdown ratio (events/s alone / events/s scraped) and the CPU seconds of the
+certmon process (user + system): on a machine with few cores the scraping clients also
+compete for the CPU, so the CPU column separates the server's own cost from contention.
+``--interval`` runs extra rows with another ``metrics.min_scrape_interval`` (0 renders
+every scrape, i.e. no sharing), to show what the sharing buys. Timings on a shared
+machine are noisy: the median of ``--repeat`` runs is shown.
 
 Usage: python benchmarks/metrics_scrape_load.py [--events 200000] [--models 3 300]
        [--clients 4] [--repeat 3] [--interval 1.0 0]
@@ -91,7 +93,7 @@ def scrape_loop(url: str, stop: threading.Event, counts: list[int], i: int) -> N
 
 
 def run_once(tmp: Path, events: Path, n_events: int, interval: float,
-             clients: int) -> tuple[float, int]:
+             clients: int) -> tuple[float, int, float]:
     port = free_port()
     cfg = tmp / "certmon.toml"
     cfg.write_text(CONFIG.format(path=events, port=port, interval=interval))
@@ -112,14 +114,15 @@ def run_once(tmp: Path, events: Path, n_events: int, interval: float,
     for t in threads:
         t.start()
     rest = proc.stderr.read()
-    proc.wait()
+    _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time (user + system)
     seconds = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
     stop.set()
     for t in threads:
         t.join()
     if proc.returncode != 0 or f"stopped after {n_events} events" not in rest:
         raise RuntimeError(f"certmon run failed ({proc.returncode}): {rest[-2000:]}")
-    return n_events / seconds, sum(counts)
+    return n_events / seconds, sum(counts), usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -139,25 +142,29 @@ def main() -> None:
             with open(path, "rb") as fh:
                 n = sum(1 for _ in fh)
             for interval in a.interval:
-                alone, loaded, scrapes = [], [], []
+                alone, loaded, scrapes, cpu0, cpu1 = [], [], [], [], []
                 for _ in range(a.repeat):  # interleaved, so drift hits both alike
-                    alone.append(run_once(tmp, path, n, interval, 0)[0])
-                    eps, k = run_once(tmp, path, n, interval, a.clients)
+                    eps, _, cpu = run_once(tmp, path, n, interval, 0)
+                    alone.append(eps)
+                    cpu0.append(cpu)
+                    eps, k, cpu = run_once(tmp, path, n, interval, a.clients)
                     loaded.append(eps)
                     scrapes.append(k)
-                rows.append((m, n, interval, statistics.median(alone),
-                             statistics.median(loaded), statistics.median(scrapes)))
+                    cpu1.append(cpu)
+                med = statistics.median
+                rows.append((m, n, interval, med(alone), med(loaded), med(scrapes),
+                             med(cpu0), med(cpu1)))
                 print(f"  done: {m} models, interval {interval}: "
                       f"{[round(x) for x in alone]} vs {[round(x) for x in loaded]}",
                       file=sys.stderr)
     print(f"\n`certmon run` replay, {a.clients} clients scraping /metrics in a loop, "
           f"median of {a.repeat}")
     print("| models | events | min_scrape_interval | events/s alone | events/s scraped "
-          "| scrapes | slowdown |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for m, n, interval, alone_eps, loaded_eps, k in rows:
+          "| scrapes | slowdown | certmon CPU s alone / scraped |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for m, n, interval, alone_eps, loaded_eps, k, c0, c1 in rows:
         print(f"| {m} | {n:,} | {interval:g} s | {alone_eps:,.0f} | {loaded_eps:,.0f} | "
-              f"{k:,.0f} | {alone_eps / loaded_eps:.2f}x |")
+              f"{k:,.0f} | {alone_eps / loaded_eps:.2f}x | {c0:.1f} / {c1:.1f} |")
 
 
 if __name__ == "__main__":
