@@ -62,6 +62,7 @@ from monitor.state.restore_checks import (
     check_suite_dict,
 )
 from monitor.state.restore_detectors import check_suite_detectors
+from monitor.state.restore_strata import check_suite_strata
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 
@@ -424,8 +425,10 @@ class Engine:
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
                 # configuration plus state: checked against the config before use
-                check_suite_dict(cfg, sd, SuiteState(str(sd["name"]), cfg).threshold_delta)
+                threshold_delta = SuiteState(str(sd["name"]), cfg).threshold_delta
+                check_suite_dict(cfg, sd, threshold_delta)
                 check_suite_detectors(cfg, sd)
+                check_suite_strata(cfg, sd, threshold_delta)
                 suite = SuiteState.from_dict(cfg, sd)
                 check_restored_suite(cfg.multiplicity, suite.models)
                 check_suite_detectors(cfg, sd, suite.models)
