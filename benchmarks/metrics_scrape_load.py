@@ -21,6 +21,7 @@ Usage: python benchmarks/metrics_scrape_load.py [--events 200000] [--models 3 30
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import socket
 import statistics
@@ -88,8 +89,8 @@ def scrape_loop(url: str, stop: threading.Event, counts: list[int], i: int) -> N
             with urllib.request.urlopen(url, timeout=10) as resp:
                 resp.read()
             counts[i] += 1
-        except OSError:
-            time.sleep(0.01)  # not up yet, or closed at the cap: try again
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.01)  # not up yet, closed at the cap, or stopping: try again
 
 
 def run_once(tmp: Path, events: Path, n_events: int, interval: float,
