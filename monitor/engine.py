@@ -62,6 +62,7 @@ from monitor.state.restore_checks import (
     check_suite_dict,
 )
 from monitor.state.restore_detectors import check_suite_detectors
+from monitor.state.restore_selection import check_selection_dict
 from monitor.state.restore_strata import check_suite_strata
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
@@ -434,6 +435,10 @@ class Engine:
                 check_suite_detectors(cfg, sd, suite.models)
                 eng._suites[str(sd["name"])] = suite
                 eng._n_models += len(suite.models)
+            for sel in snapshot.get("selection", []):
+                settings = eng._selection.settings_for(str(sel["name"]))
+                if settings is not None:  # else restore() refuses the unrouted suite
+                    check_selection_dict(settings, sel)
             eng._selection.restore(snapshot.get("selection", []))
         except RefusedState as exc:
             raise CheckpointError(f"checkpoint refused: {exc}") from None
