@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.progress import printable, summary_lines
-from monitor.checkpoint import decode_checkpoint
+from monitor.checkpoint import KEY_ENV, decode_checkpoint, verify_checkpoint
 from monitor.errors import CertmonError, CheckpointError
 from monitor.state.model import ModelState
 
@@ -34,7 +34,7 @@ __all__ = ["inspect_lines", "view_from_snapshot"]
 CHECKPOINT_GLOB = "*.ckpt.json"  # what LocalDirectoryStore writes
 
 
-def inspect_lines(path: str) -> list[str]:
+def inspect_lines(path: str, key: bytes | None = None) -> list[str]:
     """Readable summary of a checkpoint (verified), a checkpoint directory or a STATE.json.
 
     Parameters
@@ -42,17 +42,24 @@ def inspect_lines(path: str) -> list[str]:
     path : str
         A checkpoint file, a ``checkpoint.dir`` / ``--checkpoint-dir`` directory (each of its
         ``*.ckpt.json`` files is shown) or a STATE.json file.
+    key : bytes, optional
+        The checkpoint HMAC key (``certmon inspect`` reads it from ``CERTMON_CHECKPOINT_KEY``
+        or ``CERTMON_CHECKPOINT_KEY_FILE``, like ``certmon run``). With a key, a checkpoint
+        without a valid ``hmac`` is refused, as ``certmon run`` would refuse it.
 
     Raises
     ------
     CertmonError
-        Unreadable file, neither kind of document, a directory without checkpoints, or a
-        corrupt checkpoint.
+        Unreadable file, neither kind of document, a directory without checkpoints, a
+        corrupt checkpoint, or (with ``key``) an unsigned or forged one.
 
     Notes
     -----
     Every line is :func:`consumers.progress.printable`: names or positions carrying terminal
-    escape codes are shown escaped, never interpreted by the terminal.
+    escape codes are shown escaped, never interpreted by the terminal. The header says what
+    was verified: the sha256 only detects accidents; ``hmac ok`` means the checkpoint was
+    signed with ``key``; without a key, a checkpoint is shown as ``unauthenticated`` (no
+    hmac) or ``hmac not verified``.
     """
     p = Path(path)
     if p.is_dir():
@@ -62,12 +69,24 @@ def inspect_lines(path: str) -> list[str]:
                                f"({CHECKPOINT_GLOB})")
         lines: list[str] = []
         for f in files:
-            lines += [*([""] if lines else []), *_file_lines(str(f))]
+            lines += [*([""] if lines else []), *_file_lines(str(f), key)]
         return lines
-    return _file_lines(path)
+    return _file_lines(path, key)
 
 
-def _file_lines(path: str) -> list[str]:
+def _authenticity(doc: dict[str, Any], data: bytes, key: bytes | None, shown: str) -> str:
+    if key is not None:
+        try:
+            verify_checkpoint(data, key)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{shown}: {exc}") from None
+        return "hmac ok"
+    if "hmac" in doc:
+        return f"hmac not verified: {KEY_ENV}(_FILE) not set"
+    return "unauthenticated: no hmac, anyone who can write the store can write this"
+
+
+def _file_lines(path: str, key: bytes | None) -> list[str]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -79,6 +98,7 @@ def _file_lines(path: str) -> list[str]:
         raise CertmonError(f"{shown} is neither a checkpoint nor a STATE.json (not JSON)") from None
     if isinstance(doc, dict) and doc.get("format") == "certmon.checkpoint":
         snapshot, position = decode_checkpoint(data)
+        auth = _authenticity(doc, data, key, shown)
         try:
             view = view_from_snapshot(snapshot)
         except (KeyError, TypeError, ValueError) as exc:
@@ -87,7 +107,8 @@ def _file_lines(path: str) -> list[str]:
             ) from None
         written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(doc["written_at"])))
         head = [
-            f"checkpoint {shown} (version {doc['version']}, written {written}, sha256 ok)",
+            f"checkpoint {shown} (version {doc['version']}, written {written}, sha256 ok, "
+            f"{auth})",
             printable(f"position: {json.dumps(position, sort_keys=True, ensure_ascii=False)}"),
         ]
     elif isinstance(doc, dict) and "suites" in doc:
