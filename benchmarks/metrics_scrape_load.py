@@ -10,12 +10,13 @@ Reported per row: events/s (events / time from the "metrics on" line to exit), s
 answered, the slowdown ratio (events/s alone / events/s scraped) and the CPU seconds of the
 certmon process (user + system): on a machine with few cores the scraping clients also
 compete for the CPU, so the CPU column separates the server's own cost from contention.
-``--interval`` runs extra rows with another ``metrics.min_scrape_interval`` (0 renders
-every scrape, i.e. no sharing), to show what the sharing buys. Timings on a shared
+``--interval`` and ``--pace`` run rows with other ``metrics.min_scrape_interval`` (0
+renders every scrape, i.e. no sharing) and ``metrics.max_scrapes_per_second`` (0: no
+pacing, the server before pacing) values, to show what each buys. Timings on a shared
 machine are noisy: the median of ``--repeat`` runs is shown.
 
 Usage: python benchmarks/metrics_scrape_load.py [--events 200000] [--models 3 300]
-       [--clients 4] [--repeat 3] [--interval 1.0 0]
+       [--clients 4] [--repeat 3] [--interval 1.0 0] [--pace 10 0]
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ follow = false
 [metrics]
 port = {port}
 min_scrape_interval = {interval}
+max_scrapes_per_second = {pace}
 
 [[suites]]
 name = "*"
@@ -93,11 +95,11 @@ def scrape_loop(url: str, stop: threading.Event, counts: list[int], i: int) -> N
             time.sleep(0.01)  # not up yet, closed at the cap, or stopping: try again
 
 
-def run_once(tmp: Path, events: Path, n_events: int, interval: float,
+def run_once(tmp: Path, events: Path, n_events: int, interval: float, pace: float,
              clients: int) -> tuple[float, int, float]:
     port = free_port()
     cfg = tmp / "certmon.toml"
-    cfg.write_text(CONFIG.format(path=events, port=port, interval=interval))
+    cfg.write_text(CONFIG.format(path=events, port=port, interval=interval, pace=pace))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "consumers.cli", "run", "--config", str(cfg)],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
@@ -134,6 +136,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--interval", type=float, nargs="+", default=[1.0],
                    help="metrics.min_scrape_interval values (1.0 = the default)")
+    p.add_argument("--pace", type=float, nargs="+", default=[10.0, 0.0],
+                   help="metrics.max_scrapes_per_second values (10 = the default, 0 = off)")
     a = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
@@ -142,30 +146,31 @@ def main() -> None:
             path = make_file(tmp, m, a.events)
             with open(path, "rb") as fh:
                 n = sum(1 for _ in fh)
-            for interval in a.interval:
+            for interval, pace in [(i, q) for i in a.interval for q in a.pace]:
                 alone, loaded, scrapes, cpu0, cpu1 = [], [], [], [], []
                 for _ in range(a.repeat):  # interleaved, so drift hits both alike
-                    eps, _, cpu = run_once(tmp, path, n, interval, 0)
+                    eps, _, cpu = run_once(tmp, path, n, interval, pace, 0)
                     alone.append(eps)
                     cpu0.append(cpu)
-                    eps, k, cpu = run_once(tmp, path, n, interval, a.clients)
+                    eps, k, cpu = run_once(tmp, path, n, interval, pace, a.clients)
                     loaded.append(eps)
                     scrapes.append(k)
                     cpu1.append(cpu)
                 med = statistics.median
-                rows.append((m, n, interval, med(alone), med(loaded), med(scrapes),
+                rows.append((m, n, interval, pace, med(alone), med(loaded), med(scrapes),
                              med(cpu0), med(cpu1)))
-                print(f"  done: {m} models, interval {interval}: "
+                print(f"  done: {m} models, interval {interval}, pace {pace}: "
                       f"{[round(x) for x in alone]} vs {[round(x) for x in loaded]}",
                       file=sys.stderr)
     print(f"\n`certmon run` replay, {a.clients} clients scraping /metrics in a loop, "
           f"median of {a.repeat}")
-    print("| models | events | min_scrape_interval | events/s alone | events/s scraped "
-          "| scrapes | slowdown | certmon CPU s alone / scraped |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for m, n, interval, alone_eps, loaded_eps, k, c0, c1 in rows:
-        print(f"| {m} | {n:,} | {interval:g} s | {alone_eps:,.0f} | {loaded_eps:,.0f} | "
-              f"{k:,.0f} | {alone_eps / loaded_eps:.2f}x | {c0:.1f} / {c1:.1f} |")
+    print("| models | events | min_scrape_interval | max_scrapes_per_second | events/s alone "
+          "| events/s scraped | scrapes | slowdown | certmon CPU s alone / scraped |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for m, n, interval, pace, alone_eps, loaded_eps, k, c0, c1 in rows:
+        print(f"| {m} | {n:,} | {interval:g} s | {pace:g} | {alone_eps:,.0f} | "
+              f"{loaded_eps:,.0f} | {k:,.0f} | {alone_eps / loaded_eps:.2f}x | "
+              f"{c0:.1f} / {c1:.1f} |")
 
 
 if __name__ == "__main__":
