@@ -8,6 +8,7 @@ a writer of the checkpoint store can; each must be refused by ``Engine.restore``
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -193,3 +194,31 @@ def test_a_loosened_threshold_would_have_suppressed_the_regression(
         epochs(forged, "good"))
     kinds = {(a["model"], a["kind"]) for _, r in bypass.process_batch(tail) for a in r.alerts}
     assert ("good", "regression") not in kinds
+
+
+def test_honest_states_restore_at_every_stage_of_a_lifecycle() -> None:
+    """No false refusal: a stream that goes through judge drift, a regression and an
+    improvement is snapshotted and restored every 25 units; each restore must succeed."""
+    config = parse_config(TOML.replace("audit_rate = 0.5", "audit_rate = 1.0"))
+    rng = np.random.default_rng(7)
+    phases = [(0.02, 0.99, 500), (0.02, 0.6, 500), (0.5, 0.9, 300), (0.02, 0.9, 900)]
+    lines: list[bytes] = []
+    i = 0
+    for risk, accuracy, units in phases:
+        for _ in range(units):
+            y = float(rng.random() < risk)
+            f = y if rng.random() < accuracy else 1.0 - y
+            for kind, loss in (("judge", f), ("label", y)):
+                ev = {"type": kind, "event_id": f"{kind}{i}", "suite": "demo", "model": "good",
+                      "example_id": f"x{i}", "loss": loss, "ts": 1.0 + i}
+                lines.append(json.dumps(ev | ({"audit": True} if kind == "judge" else {}))
+                             .encode())
+            i += 1
+    eng = Engine(config)
+    kinds: set[str] = set()
+    for start in range(0, len(lines), 50):
+        for _, res in eng.process_batch(lines[start:start + 50]):
+            kinds.update(a["kind"] for a in res.alerts)
+        snap = json.loads(json.dumps(eng.snapshot()))
+        assert Engine.restore(config, snap).snapshot() == snap
+    assert {"judge_drift", "regression", "improvement"} <= kinds, kinds
