@@ -154,3 +154,17 @@ def test_forged_best_model_certificate_is_refused(name: str, config: CertmonConf
     edit, message = CERTIFIED[name]
     with pytest.raises(CheckpointError, match=f"checkpoint refused: selection suite.*{message}"):
         _restore(config, certified, edit)
+
+
+@pytest.mark.parametrize("method", ["pulse", "ucbe", "naive"])
+def test_honest_states_restore_after_every_request(method: str) -> None:
+    """No false refusal: restore after each answered request, through the certificate."""
+    config = cfg(method=method, outstanding=2)
+    eng = Engine(config)
+    queue = list(eng.start(0.0).requests)
+    while queue:
+        for r in answer(eng, queue.pop(0)):
+            queue.extend(r.requests)
+        snap = json.loads(json.dumps(eng.snapshot()))
+        assert Engine.restore(config, snap).snapshot() == snap
+    assert sel(snap)["bandit"]["certifier"]["certified"] is not None
