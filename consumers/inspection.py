@@ -114,7 +114,10 @@ def _file_lines(path: str, key: bytes | None) -> list[str]:
             store: CheckpointStore = LocalDirectoryStore(Path(path).parent)
             if key is not None:
                 store = AuthenticatedStore(store, key)
-            ckpt = load_checkpoint(store, str(doc.get("key")))
+            try:
+                ckpt = load_checkpoint(store, str(doc.get("key")))
+            except CheckpointError as exc:
+                raise CheckpointError(f"{shown}: {exc}") from None
             if ckpt is None:
                 raise CertmonError(f"{shown}: no checkpoint under key {doc.get('key')!r}")
             snapshot, position = ckpt.snapshot, ckpt.position

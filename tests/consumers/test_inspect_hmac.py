@@ -37,14 +37,18 @@ def _checkpoint(tmp_path: Path, files: tuple[Path, Path], tag: str) -> Path:
 
 
 def _forge(path: Path) -> None:
-    """Make a violated model show certified and recompute the sha256 (keep the old hmac)."""
-    doc = json.loads(path.read_bytes())
-    for m in doc["engine"]["suites"][0]["models"]:
+    """Make a violated model show certified in its suite's document (checkpoints are a
+    manifest plus one document per suite) and recompute its sha256 (keep the old hmac)."""
+    current = {digest for _, _, digest in json.loads(path.read_bytes())["parts"]}
+    (part,) = [p for p in path.parent.glob("*%23part%23*")
+               if json.loads(p.read_bytes())["sha256"] in current]
+    doc = json.loads(part.read_bytes())
+    for m in doc["state"]["models"]:
         for e in m["effective"]:
             e[2][0] = "certified"
     doc["sha256"] = sha256(canonical_json(
         {k: v for k, v in doc.items() if k not in ("sha256", "hmac")}).encode()).hexdigest()
-    path.write_text(json.dumps(doc))
+    part.write_text(json.dumps(doc))
 
 
 def test_signed_checkpoint_verified_with_the_key(
