@@ -29,7 +29,7 @@ from consumers.inspection import inspect_lines
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
-from monitor.checkpoint import LocalDirectoryStore, secured_store
+from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError, ConfigError
 from monitor.metrics.operational import package_version
@@ -305,8 +305,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- inspect
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print a readable summary of a checkpoint or a STATE.json file."""
-    for line in inspect_lines(args.path):
+    """Print a readable summary of a checkpoint or a STATE.json file (HMAC-verified with a key)."""
+    for line in inspect_lines(args.path, checkpoint_key(os.environ)):
         print(line)
     return 0
 

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from consumers.progress import printable, summary_lines
-from monitor.checkpoint import LocalDirectoryStore, decode_checkpoint
+from monitor.checkpoint import (
+    KEY_ENV,
+    AuthenticatedStore,
+    CheckpointStore,
+    LocalDirectoryStore,
+    decode_checkpoint,
+    verify_checkpoint,
+)
 from monitor.errors import CertmonError, CheckpointError
 from monitor.incremental import MANIFEST_VERSION, PART_FORMAT, load_checkpoint
 from monitor.state.model import ModelState
@@ -36,7 +43,7 @@ CHECKPOINT_GLOB = "*.ckpt.json"  # what LocalDirectoryStore writes
 _PART_MARK = "%23part%23"  # in the file names of per-suite documents ("#part#" escaped)
 
 
-def inspect_lines(path: str) -> list[str]:
+def inspect_lines(path: str, key: bytes | None = None) -> list[str]:
     """Readable summary of a checkpoint (verified), a checkpoint directory or a STATE.json.
 
     Parameters
@@ -44,17 +51,24 @@ def inspect_lines(path: str) -> list[str]:
     path : str
         A checkpoint file, a ``checkpoint.dir`` / ``--checkpoint-dir`` directory (each of its
         ``*.ckpt.json`` files is shown) or a STATE.json file.
+    key : bytes, optional
+        The checkpoint HMAC key (``certmon inspect`` reads it from ``CERTMON_CHECKPOINT_KEY``
+        or ``CERTMON_CHECKPOINT_KEY_FILE``, like ``certmon run``). With a key, a checkpoint
+        without a valid ``hmac`` is refused, as ``certmon run`` would refuse it.
 
     Raises
     ------
     CertmonError
-        Unreadable file, neither kind of document, a directory without checkpoints, or a
-        corrupt checkpoint.
+        Unreadable file, neither kind of document, a directory without checkpoints, a
+        corrupt checkpoint, or (with ``key``) an unsigned or forged one.
 
     Notes
     -----
     Every line is :func:`consumers.progress.printable`: names or positions carrying terminal
-    escape codes are shown escaped, never interpreted by the terminal.
+    escape codes are shown escaped, never interpreted by the terminal. The header says what
+    was verified: the sha256 only detects accidents; ``hmac ok`` means the checkpoint was
+    signed with ``key``; without a key, a checkpoint is shown as ``unauthenticated`` (no
+    hmac) or ``hmac not verified``.
     """
     p = Path(path)
     if p.is_dir():
@@ -64,12 +78,24 @@ def inspect_lines(path: str) -> list[str]:
                                f"({CHECKPOINT_GLOB})")
         lines: list[str] = []
         for f in files:
-            lines += [*([""] if lines else []), *_file_lines(str(f))]
+            lines += [*([""] if lines else []), *_file_lines(str(f), key)]
         return lines
-    return _file_lines(path)
+    return _file_lines(path, key)
 
 
-def _file_lines(path: str) -> list[str]:
+def _authenticity(doc: dict[str, Any], data: bytes, key: bytes | None, shown: str) -> str:
+    if key is not None:
+        try:
+            verify_checkpoint(data, key)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{shown}: {exc}") from None
+        return "hmac ok"
+    if "hmac" in doc:
+        return f"hmac not verified: {KEY_ENV}(_FILE) not set"
+    return "unauthenticated: no hmac, anyone who can write the store can write this"
+
+
+def _file_lines(path: str, key: bytes | None) -> list[str]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -84,12 +110,20 @@ def _file_lines(path: str) -> list[str]:
                            "checkpoint (its manifest, or the directory) instead")
     if isinstance(doc, dict) and doc.get("format") == "certmon.checkpoint":
         if doc.get("version") == MANIFEST_VERSION:  # a manifest: its suites are beside it
-            ckpt = load_checkpoint(LocalDirectoryStore(Path(path).parent), str(doc.get("key")))
+            auth = _authenticity(doc, data, key, shown)  # the manifest; then every document
+            store: CheckpointStore = LocalDirectoryStore(Path(path).parent)
+            if key is not None:
+                store = AuthenticatedStore(store, key)
+            try:
+                ckpt = load_checkpoint(store, str(doc.get("key")))
+            except CheckpointError as exc:
+                raise CheckpointError(f"{shown}: {exc}") from None
             if ckpt is None:
                 raise CertmonError(f"{shown}: no checkpoint under key {doc.get('key')!r}")
             snapshot, position = ckpt.snapshot, ckpt.position
         else:
             snapshot, position = decode_checkpoint(data)
+            auth = _authenticity(doc, data, key, shown)
         try:
             view = view_from_snapshot(snapshot)
         except (KeyError, TypeError, ValueError) as exc:
@@ -98,7 +132,8 @@ def _file_lines(path: str) -> list[str]:
             ) from None
         written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(doc["written_at"])))
         head = [
-            f"checkpoint {shown} (version {doc['version']}, written {written}, sha256 ok)",
+            f"checkpoint {shown} (version {doc['version']}, written {written}, sha256 ok, "
+            f"{auth})",
             printable(f"position: {json.dumps(position, sort_keys=True, ensure_ascii=False)}"),
         ]
     elif isinstance(doc, dict) and "suites" in doc:

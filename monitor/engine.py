@@ -61,6 +61,9 @@ from monitor.state.restore_checks import (
     check_restored_suite,
     check_suite_dict,
 )
+from monitor.state.restore_detectors import check_suite_detectors
+from monitor.state.restore_selection import check_selection_dict
+from monitor.state.restore_strata import check_suite_strata
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 
@@ -434,11 +437,19 @@ class Engine:
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
                 # configuration plus state: checked against the config before use
-                check_suite_dict(cfg, sd, SuiteState(str(sd["name"]), cfg).threshold_delta)
+                threshold_delta = SuiteState(str(sd["name"]), cfg).threshold_delta
+                check_suite_dict(cfg, sd, threshold_delta)
+                check_suite_detectors(cfg, sd)
+                check_suite_strata(cfg, sd, threshold_delta)
                 suite = SuiteState.from_dict(cfg, sd)
                 check_restored_suite(cfg.multiplicity, suite.models)
+                check_suite_detectors(cfg, sd, suite.models)
                 eng._suites[str(sd["name"])] = suite
                 eng._n_models += len(suite.models)
+            for sel in snapshot.get("selection", []):
+                settings = eng._selection.settings_for(str(sel["name"]))
+                if settings is not None:  # else restore() refuses the unrouted suite
+                    check_selection_dict(settings, sel)
             eng._selection.restore(snapshot.get("selection", []))
         except RefusedState as exc:
             raise CheckpointError(f"checkpoint refused: {exc}") from None

@@ -23,7 +23,13 @@ from prometheus_client.registry import Collector
 
 from monitor.config import parse_config
 from monitor.errors import CertmonError
-from monitor.metrics import MetricsLimits, limits_from_config, serve_metrics, stop_metrics
+from monitor.metrics import (
+    MetricsLimits,
+    ScrapePacer,
+    limits_from_config,
+    serve_metrics,
+    stop_metrics,
+)
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
 
 MINIMAL = "[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\n"
@@ -92,13 +98,37 @@ def test_idle_connection_is_closed_after_the_timeout() -> None:
 
 
 def test_scrapers_share_one_rendering_per_interval() -> None:
-    _, counting, server, thread, base = _server(MetricsLimits(min_scrape_interval=60.0))
+    limits = MetricsLimits(min_scrape_interval=60.0, max_scrapes_per_second=0.0)
+    _, counting, server, thread, base = _server(limits)
     try:
         for _ in range(50):
             urllib.request.urlopen(base + "/metrics", timeout=5).read()
         assert counting.calls == 1
     finally:
         stop_metrics(server, thread)  # type: ignore[arg-type]
+
+
+def test_scrapes_are_paced_by_waiting() -> None:
+    """Looping scrapers get at most ``max_scrapes_per_second`` answers per second on
+    average: each waits for its slot (a fake clock: no wall-clock assertion)."""
+    now, slept = [100.0], []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    pacer = ScrapePacer(10.0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(1000):
+        pacer.wait()
+    assert now[0] - 100.0 == pytest.approx((1000 - 11) / 10.0)  # 11 at once, then 10/s
+    assert len(slept) == 1000 - 11 and all(0 < s <= 0.1 + 1e-9 for s in slept)
+    unpaced = ScrapePacer(0.0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(1000):
+        unpaced.wait()
+    assert len(slept) == 1000 - 11
+    cfg = parse_config(MINIMAL + "[metrics]\nmax_scrapes_per_second = 2.5\n")
+    assert limits_from_config(cfg.metrics).max_scrapes_per_second == 2.5
+    assert parse_config(MINIMAL).metrics.max_scrapes_per_second == 10.0
 
 
 def test_basic_auth() -> None:

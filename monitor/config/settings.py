@@ -217,9 +217,11 @@ class MetricsConfig(_Section):
     ``workers`` threads answer at most ``max_connections`` connections at once (more are
     closed at once); a connection idle for ``idle_timeout`` seconds is closed; ``/metrics``
     is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
-    scrapers. TLS with ``tls_cert_file``/``tls_key_file``; basic auth with
-    ``basic_auth_username`` and a password from ``basic_auth_password_file`` or the
-    ``CERTMON_METRICS_PASSWORD`` environment variable (never from the config file).
+    scrapers, and answered at most ``max_scrapes_per_second`` times per second on average
+    (excess scrapers wait; 0 disables the pacing). TLS with ``tls_cert_file`` and
+    ``tls_key_file``; basic auth with ``basic_auth_username`` and a password from
+    ``basic_auth_password_file`` or the ``CERTMON_METRICS_PASSWORD`` environment variable
+    (never from the config file).
     ``detail = "shown"`` (default) exports the per-method series of each certificate's primary
     method only and no ``certmon_rho_weight_ratio``; ``"full"`` every method and every rho
     (about twice the series per model: the counts are in ``deploy/README.md``).
@@ -232,6 +234,7 @@ class MetricsConfig(_Section):
     max_connections: Annotated[int, Field(ge=1, le=1024)] = 16
     idle_timeout: _PosFloat = 5.0
     min_scrape_interval: Annotated[float, Field(ge=0.0)] = 1.0
+    max_scrapes_per_second: Annotated[float, Field(ge=0.0)] = 10.0
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth_username: str | None = None

@@ -27,7 +27,13 @@ from monitor.metrics.operational import (
     REJECTION_REASONS,
     OperationalMetrics,
 )
-from monitor.metrics.server import MetricsLimits, limits_from_config, serve_metrics, stop_metrics
+from monitor.metrics.server import (
+    MetricsLimits,
+    ScrapePacer,
+    limits_from_config,
+    serve_metrics,
+    stop_metrics,
+)
 
 __all__ = [
     "ALERT_KINDS",
@@ -36,6 +42,7 @@ __all__ = [
     "STATES",
     "MetricsLimits",
     "OperationalMetrics",
+    "ScrapePacer",
     "StateCollector",
     "format_rho",
     "limits_from_config",

@@ -3,9 +3,11 @@
 Bounded so that whoever can reach the port cannot starve processing or exhaust the process:
 a fixed pool of worker threads, a cap on open connections (excess connections are closed at
 once, before any read), a timeout on every socket read and write (idle connections are
-closed), and ``/metrics`` rendered at most once per ``min_scrape_interval`` (concurrent or
-looping scrapers share one rendering instead of each taking the state lock). Optional TLS
-and HTTP basic auth.
+closed), ``/metrics`` rendered at most once per ``min_scrape_interval`` (concurrent or
+looping scrapers share one rendering instead of each taking the state lock), and served at
+most ``max_scrapes_per_second`` times per second on average (excess scrapers wait, without
+using the CPU, so serving cached bodies in a loop cannot take the processing thread's
+interpreter time either). Optional TLS and HTTP basic auth.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from prometheus_client import CollectorRegistry
 from monitor.errors import CertmonError
 from monitor.metrics.exposition import metrics_app
 
-__all__ = ["MetricsLimits", "limits_from_config", "serve_metrics", "stop_metrics"]
+__all__ = ["MetricsLimits", "ScrapePacer", "limits_from_config", "serve_metrics",
+           "stop_metrics"]
 
 _StartResponse = Callable[..., Any]
 _App = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
@@ -47,6 +50,7 @@ class MetricsLimits:
     max_connections: int = 16
     idle_timeout: float = 5.0
     min_scrape_interval: float = 1.0
+    max_scrapes_per_second: float = 10.0  # 0: unlimited
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth: tuple[str, str] | None = None  # (username, password)
@@ -59,15 +63,60 @@ class _QuietHandler(WSGIRequestHandler):
         """Log nothing."""
 
 
-class _CachedScrape:
-    """At most one rendering of ``/metrics`` per interval, shared by every scraper."""
+class ScrapePacer:
+    """Serve at most ``rate`` responses per second on average, in bursts of up to ``rate``.
 
-    def __init__(self, app: _App, interval: float) -> None:
-        self._app, self._interval = app, interval
+    Each call reserves the next free slot, ``1 / rate`` seconds after the previous one (a
+    second of unused slots is kept as credit) and sleeps until it: waiting costs no CPU, and
+    the workers it holds make further connections queue or be closed at the cap.
+
+    Examples
+    --------
+    >>> now = [0.0]
+    >>> def sleep(s):
+    ...     now[0] += s
+    >>> pacer = ScrapePacer(2.0, clock=lambda: now[0], sleep=sleep)
+    >>> for _ in range(6):
+    ...     pacer.wait()
+    >>> now[0]  # three at once (a second of credit and the current slot), then every 0.5 s
+    1.5
+
+    Notes
+    -----
+    Guarantee: over any interval of ``T`` seconds at most ``rate * (T + 1) + 1`` calls return;
+    ``rate = 0`` disables pacing.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._gap = 1.0 / rate if rate > 0 else 0.0
+        self._credit = 1.0  # seconds of unused slots a quiet period leaves
+        self._clock, self._sleep = clock, sleep
+        self._free = -float("inf")
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        """Return at the caller's slot (at once while there is credit)."""
+        if not self._gap:
+            return
+        with self._lock:
+            now = self._clock()
+            slot = max(self._free, now - self._credit)
+            self._free = slot + self._gap
+        if slot > now:
+            self._sleep(slot - now)
+
+
+class _CachedScrape:
+    """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced)."""
+
+    def __init__(self, app: _App, interval: float, pacer: ScrapePacer) -> None:
+        self._app, self._interval, self._pacer = app, interval, pacer
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], tuple[float, str, list[Any], bytes]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> list[bytes]:
+        self._pacer.wait()  # outside the lock: a waiting scraper holds a worker, not the CPU
         key = (str(environ.get("QUERY_STRING", "")), str(environ.get("HTTP_ACCEPT", "")),
                str(environ.get("HTTP_ACCEPT_ENCODING", "")))
         with self._lock:  # concurrent scrapers wait for one rendering
@@ -88,7 +137,8 @@ class _CachedScrape:
 
 def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
          limits: MetricsLimits) -> _App:
-    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval)
+    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval,
+                               ScrapePacer(limits.max_scrapes_per_second))
     expected = None
     if limits.basic_auth is not None:
         user, password = limits.basic_auth
@@ -197,8 +247,9 @@ def serve_metrics(
     state families copied as pre-rendered text (:func:`monitor.metrics.exposition.metrics_app`).
     ``/healthz`` answers 200 while the server runs (and needs no credentials, for liveness
     probes); ``/readyz`` answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
-    ``workers + max_connections`` sockets plus the listening one, and renders ``/metrics``
-    at most once per ``min_scrape_interval`` seconds.
+    ``workers + max_connections`` sockets plus the listening one, renders ``/metrics``
+    at most once per ``min_scrape_interval`` seconds and answers it at most
+    ``max_scrapes_per_second`` times per second on average (see :class:`ScrapePacer`).
 
     Examples
     --------
@@ -304,4 +355,5 @@ def limits_from_config(metrics: Any, environ: dict[str, str] | None = None) -> M
     return MetricsLimits(
         workers=metrics.workers, max_connections=metrics.max_connections,
         idle_timeout=metrics.idle_timeout, min_scrape_interval=metrics.min_scrape_interval,
+        max_scrapes_per_second=metrics.max_scrapes_per_second,
         tls_cert_file=metrics.tls_cert_file, tls_key_file=metrics.tls_key_file, basic_auth=auth)

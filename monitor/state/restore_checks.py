@@ -12,6 +12,10 @@ rebuilt state) refuse, with a :class:`RefusedState` naming the field:
 - crossings and statuses the restored e-processes do not support (a *certified* status
   whose test never crossed, a crossing after the last round).
 
+The change detectors, stratified auditing and selection-mode suites have their own checks,
+run by :meth:`monitor.engine.Engine.restore` next to these: :mod:`~monitor.state.restore_detectors`,
+:mod:`~monitor.state.restore_strata` and :mod:`~monitor.state.restore_selection`.
+
 Examples
 --------
 >>> from monitor.config import parse_config
