@@ -14,7 +14,9 @@ size's own) and reports:
 - checkpoint bytes and time of a full checkpoint (``monitor.incremental``: one document per
   suite plus the manifest, into a ``LocalDirectoryStore`` in a temporary directory, fsync
   included), and of the incremental one after 11 more events of one model (one suite);
-- scrape time and series of a :class:`monitor.metrics.StateCollector` over the state;
+- scrape time and series of a :class:`monitor.metrics.StateCollector` over the state, with
+  the default ``[metrics] detail = "shown"`` (``benchmarks/scrape_scale.py`` compares it
+  with ``"full"``);
 - each figure's ratio to the one-model run.
 
 A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
@@ -133,9 +135,9 @@ def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
             out["incremental_bytes"] = incr.bytes_written
             out["incremental_parts"] = incr.parts_written
             out["manifest_bytes"] = incr.manifest_bytes
-        reg = CollectorRegistry()
-        reg.register(StateCollector(eng.state_view))  # detail "full" (benchmarks/scrape_scale.py
-        t0 = time.perf_counter()                      # compares it with "shown")
+        reg = CollectorRegistry()  # the default [metrics] detail = "shown"
+        reg.register(StateCollector(lambda: eng.state_view(True), "shown"))
+        t0 = time.perf_counter()  # (benchmarks/scrape_scale.py compares it with "full")
         text = encode(reg, "")[0]  # what /metrics sends (generate_latest parses the text back)
         out["scrape_s"] = time.perf_counter() - t0
         out["series"] = sum(1 for ln in text.splitlines() if ln and not ln.startswith(b"#"))

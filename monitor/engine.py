@@ -40,11 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from hashlib import sha256
 from typing import Any, Final
 
 from monitor.alerts import ALERT_KINDS, Alert
-from monitor.checkpoint import Position, canonical_json
+from monitor.checkpoint import Position
 from monitor.config import CertmonConfig, SuiteConfig
 from monitor.errors import CheckpointError
 from monitor.events import (
@@ -55,6 +54,7 @@ from monitor.events import (
     decode_event,
     peek_route,
 )
+from monitor.fingerprint import config_fingerprint, fingerprint_hint
 from monitor.state.restore_checks import (
     RefusedState,
     check_counts,
@@ -97,28 +97,6 @@ class ProcessResult:
     rejection: Rejection | None = None
     duplicate: str | None = None
     dead_letter: dict[str, Any] | None = None
-
-
-def config_fingerprint(config: CertmonConfig) -> str:
-    r"""Hash of the parts of the configuration that shape the state (suites, event limits).
-
-    Examples
-    --------
-    >>> from monitor.config import parse_config
-    >>> base = "[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\n"
-    >>> a = config_fingerprint(parse_config(base))
-    >>> a == config_fingerprint(parse_config(base, ["metrics.port=1"]))
-    True
-    >>> a == config_fingerprint(parse_config(base, ["suites.0.audit_rate=0.2"]))
-    False
-    """
-    # the event-time bound and the cardinality limits only decide what is dead-lettered:
-    # tunable across a restart
-    doc = config.model_dump(mode="json", include={"suites", "events"},
-                            exclude={"events": {"max_ts_jump_seconds", "max_id_bytes",
-                                                "max_suites", "max_models_per_suite",
-                                                "max_models"}})
-    return sha256(canonical_json(doc).encode("ascii")).hexdigest()
 
 
 class Engine:
@@ -422,7 +400,7 @@ class Engine:
             raise CheckpointError(
                 "checkpoint was written with a different [[suites]]/[events] configuration; "
                 "use the original config or start from an empty checkpoint directory"
-            )
+                + fingerprint_hint(snapshot))
         try:
             c = snapshot["counters"]
             check_counts(c, "counters")

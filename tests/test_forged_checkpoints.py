@@ -250,3 +250,26 @@ def test_checkpoint_key_from_env_or_file(tmp_path: Path) -> None:
 def test_non_finite_values_are_never_written(snapshot: dict[str, Any]) -> None:
     with pytest.raises(CheckpointError, match="cannot write"):
         encode_checkpoint({"x": float("nan")}, {})
+
+
+def test_a_checkpoint_from_before_cs_kind_restores_with_the_grid_only() -> None:
+    """Checkpoints written before ``cs_kind`` existed hold the wealth grid: restored as such
+    with ``cs_kind = "grid"``, refused with a message naming ``cs_kind`` under the default."""
+    grid_cfg = parse_config(TOML.replace("cs_grid = 20", 'cs_grid = 20\ncs_kind = "grid"'))
+    eng = Engine(grid_cfg)
+    spec = SimulationSpec(examples=300, audit_rate=0.3)
+    eng.process_batch(list(iter_jsonl(spec, np.random.default_rng(4))))
+    old = copy.deepcopy(eng.snapshot())
+    for m in old["suites"][0]["models"]:
+        for _, group in m["groups"]:
+            del group["config"]["cs_kind"]  # what older versions wrote
+    restored = Engine.restore(grid_cfg, old)
+    assert restored.state_view() == eng.state_view()
+    with pytest.raises(CheckpointError, match='predates cs_kind: set cs_kind = "grid"'):
+        Engine.restore(parse_config(TOML), old)
+    # and the group check names the field if the hash were made to match
+    new_cfg = parse_config(TOML)
+    old["config_fingerprint"] = Engine(new_cfg).snapshot()["config_fingerprint"]
+    with pytest.raises(CheckpointError, match="cs_kind: checkpoint 'grid', configuration "
+                                              "'bernstein'"):
+        Engine.restore(new_cfg, old)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.config import parse_config
-from monitor.engine import config_fingerprint
+from monitor.fingerprint import config_fingerprint
 from monitor.errors import ConfigError
 
 BASE = """
