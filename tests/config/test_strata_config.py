@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from monitor.config import parse_config
-from monitor.fingerprint import config_fingerprint
 from monitor.errors import ConfigError
+from monitor.fingerprint import config_fingerprint
 
 BASE = """
 [[suites]]
