@@ -141,6 +141,11 @@ def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
 FORGERIES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "alpha loosened": (_loosen_alpha, "different certificate parameters.*alpha"),
     "delta loosened": (_loosen_delta, "different certificate parameters.*delta"),
+    "confidence sequence rounds": (lambda d: group(d, "good")["cs"].update(rounds=999_999),
+                                   "confidence sequence has 999999 rounds"),
+    "confidence sequence sums": (
+        lambda d: group(d, "good")["cs"]["sums"][0][0].__setitem__(0, -5.0),
+        "sums out of range"),
     "huge grid": (lambda d: group(d, "good")["config"].update(cs_grid=200_000_000),
                   "different certificate parameters.*cs_grid"),
     "huge UP grid": (lambda d: group(d, "good")["config"]["bet"].update(up_grid=10**8),

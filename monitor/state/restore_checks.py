@@ -128,6 +128,11 @@ def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: in
         eps = [(side, state[side]) for side in ("certify", "violate")]
         progress = [(mx, crossed) for mx, crossed in state["tests"]]
         sums = [state["sum_human"], state["sum_shift"]]
+    cs = state.get("cs")
+    if isinstance(cs, dict) and "rounds" in cs and _int(
+            cs["rounds"], f"{where} confidence-sequence rounds") != rounds:
+        raise RefusedState(f"{where}: confidence sequence has {cs['rounds']} rounds, the "
+                           f"epoch {rounds}")
     for side, ep in eps:
         if _int(ep["rounds"], f"{where} {side} rounds") != rounds:
             raise RefusedState(f"{where}: {side} e-process has {ep['rounds']} rounds, "
