@@ -4,17 +4,18 @@ Pure helpers behind :class:`monitor.stats.betting.confseq_bernstein.BernsteinSeq
 ``lam_t`` (the same for every candidate mean ``m``) on ``y_t = m - q_t`` (upper test) or
 ``y_t = q_t - m`` (lower test), Fan's inequality
 
-    ``log(1 + z) >= z + kappa(a) z^2``  for every ``z >= -a``, ``0 < a < 1``,
-    ``kappa(a) = (log(1 - a) + a) / a^2``
+    ``log(1 + z) >= z + g(z0) z^2``  for every ``z >= z0 > -1``,
+    ``g(z) = (log(1 + z) - z) / z^2``  (increasing; ``-1/2`` at 0)
 
 (Fan, Grama and Liu 2015; the step behind Waudby-Smith and Ramdas' predictable-plugin
-empirical-Bernstein sequence) bounds each round's log factor by a quadratic in ``m``. Summed
-over rounds, the log-wealth at *every* ``m`` is bounded below by
+empirical-Bernstein sequence), with ``z0`` the round's smallest factor ``lam y`` over the
+tested means, bounds each round's log factor by a quadratic in ``m``. Summed over rounds, the
+log-wealth at *every* ``m`` is bounded below by
 
     ``Q(m) = +-(m A - B) + m^2 C - 2 m D + E``
 
 with ``A = sum lam``, ``B = sum lam q``, ``C = sum k lam^2``, ``D = sum k lam^2 q``,
-``E = sum k lam^2 q^2`` (``k = kappa(a_t)``): five numbers per (rho, side) instead of one
+``E = sum k lam^2 q^2`` (``k = g(z0_t)``): five numbers per (rho, side) instead of one
 wealth per grid point. Rows of the sums arrays are ``[A, B, C, D, E]``.
 """
 
@@ -25,7 +26,6 @@ import numpy.typing as npt
 
 __all__ = [
     "N_SUMS",
-    "fan_kappa",
     "fan_slope",
     "fold_sums",
     "log_mean_exp_rows",
@@ -37,46 +37,10 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 
 N_SUMS = 5
-# kappa is computed below its exact value by at least this much: a margin far above the
+# g is computed below its exact value by at least this much: a margin far above the
 # rounding error of log1p and of the series, so the quadratic stays a lower bound
-_KAPPA_SLACK = 1e-9
+_SLOPE_SLACK = 1e-9
 _SERIES_BELOW = 1e-3
-
-
-def fan_kappa(a: FloatArray) -> FloatArray:
-    """Coefficient ``kappa(a) = (log(1 - a) + a) / a^2`` of Fan's inequality, rounded down.
-
-    Parameters
-    ----------
-    a : ndarray
-        Largest loss fraction of a round, ``0 < a < 1`` (``a = 0`` is accepted: the limit).
-
-    Returns
-    -------
-    ndarray
-        ``kappa(a) - 1e-9`` or less: ``<= -1/2``, decreasing in ``a``.
-
-    Examples
-    --------
-    >>> round(float(fan_kappa(np.array([0.5]))[0]), 6)   # (log 0.5 + 0.5) / 0.25
-    -0.772589
-    >>> bool(fan_kappa(np.array([1e-6]))[0] < -0.5)
-    True
-
-    Notes
-    -----
-    ``(log(1 + z) - z) / z^2`` is increasing on ``(-1, inf)``, so for ``z >= -a`` it is at least
-    its value at ``-a``: ``log(1 + z) >= z + kappa(a) z^2``. Below ``a = 1e-3`` the series
-    ``-(1/2 + a/3 + a^2/4 + a^3/5)`` is used less its remainder bound ``a^4 / (6 (1 - a))``;
-    above, the closed form (relative rounding error under ``1e-12``). Either way the
-    ``1e-9`` slack keeps the returned value below the exact one.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    small = a < _SERIES_BELOW
-    safe = np.where(small, 0.5, a)
-    closed = (np.log1p(-safe) + safe) / (safe * safe)
-    series = -(0.5 + a * (1.0 / 3.0 + a * (0.25 + a * 0.2))) - a**4 / (6.0 * (1.0 - a))
-    return np.asarray(np.where(small, series, closed) - _KAPPA_SLACK, dtype=np.float64)
 
 
 def fan_slope(z: FloatArray) -> FloatArray:
@@ -106,7 +70,7 @@ def fan_slope(z: FloatArray) -> FloatArray:
     closed = (np.log1p(safe) - safe) / (safe * safe)
     z2 = z * z
     series = -0.5 + z * (1.0 / 3.0 + z * (-0.25 + z * 0.2)) - z2 * z2 / (6.0 * (1.0 - np.abs(z)))
-    return np.asarray(np.where(small, series, closed) - _KAPPA_SLACK, dtype=np.float64)
+    return np.asarray(np.where(small, series, closed) - _SLOPE_SLACK, dtype=np.float64)
 
 
 def round_terms(lam: FloatArray, q: FloatArray, zmin: FloatArray) -> FloatArray:
