@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from consumers.kafka.retries import PROCESSING_FAILED, RecordRetries
 from consumers.kafka.sinks import DEFAULT_DEAD_LETTER_RAW_BYTES, dead_letter_record
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from monitor.config import CertmonConfig
-    from monitor.engine import Engine
+    from monitor.engine import Engine, ProcessResult
     from monitor.metrics import OperationalMetrics
     from monitor.sinks import Sink
 
@@ -58,6 +59,8 @@ class PartitionWorker:
         Next offset to read, per topic; a topic not in it is read from its beginning.
     checkpoint : bytes or None
         The last durable checkpoint (loaded or written), or None if there is none yet.
+    retries : RecordRetries
+        Failed processing attempts of this partition's records (kept across rewinds).
     """
 
     partition: int
@@ -66,10 +69,15 @@ class PartitionWorker:
     checkpoint: bytes | None
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
+    retries: RecordRetries = field(default_factory=RecordRetries)
 
     @classmethod
-    def start(cls, config: CertmonConfig, partition: int, data: bytes | None) -> PartitionWorker:
+    def start(cls, config: CertmonConfig, partition: int, data: bytes | None,
+              max_attempts: int = 3) -> PartitionWorker:  # fmt: skip
         """Build the worker from a stored checkpoint, or empty when ``data`` is None.
+
+        ``max_attempts`` bounds the processing attempts of a record (see
+        :mod:`consumers.kafka.retries`).
 
         Raises
         ------
@@ -79,9 +87,10 @@ class PartitionWorker:
         if data is None:
             from monitor.engine import Engine
 
-            return cls(partition, Engine(config), {}, None)
+            return cls(partition, Engine(config), {}, None,
+                       retries=RecordRetries(max_attempts))
         engine, offsets = _from_checkpoint(config, data)
-        return cls(partition, engine, offsets, data)
+        return cls(partition, engine, offsets, data, retries=RecordRetries(max_attempts))
 
     def rewind(self, config: CertmonConfig) -> None:
         """Return to the last durable checkpoint (engine and offsets)."""
@@ -101,6 +110,7 @@ class PartitionWorker:
     def checkpointed(self, data: bytes) -> None:
         """Record that ``data`` (from :meth:`encode`) is now durable."""
         self.checkpoint, self.since_checkpoint, self.last_checkpoint = data, 0, time.monotonic()
+        self.retries.passed(self.offsets)
 
     def due(self, every_records: int, every_seconds: float, now: float) -> bool:
         """Whether a periodic checkpoint is due (records or time since the last one)."""
@@ -123,12 +133,20 @@ def process_records(
     Alerts, label requests and dead letters go to ``sinks["alerts"|"requests"|
     "dead_letters"]`` (dead letters keep at most ``max_raw_bytes`` of the record). Records
     below the worker's next offset (already reflected in the
-    restored state) are skipped, so a re-delivery is never counted twice.
+    restored state) are skipped, so a re-delivery is never counted twice. Records the
+    worker's :class:`RecordRetries` gave up on are dead-lettered (``processing_failed``)
+    instead of processed; records it reads carefully are processed one at a time.
 
     Returns
     -------
     int
         Records processed.
+
+    Raises
+    ------
+    RecordFailed
+        Processing raised; the engine may hold part of a record, so the caller must
+        rewind the worker to its checkpoint (the failure is counted in ``worker.retries``).
 
     Examples
     --------
@@ -163,7 +181,52 @@ def process_records(
     if len(keep) != len(offsets):
         offsets, values = [offsets[i] for i in keep], [values[i] for i in keep]
     raws = [v if v is not None else b"" for v in values]
-    for i, result in worker.engine.process_batch(raws):
+    retries = worker.retries
+    segments = _segments(retries, topic, offsets) if retries.active() else [(0, len(raws))]
+    for lo, hi in segments:
+        detail = retries.give_up_detail(topic, offsets[lo]) if hi == lo + 1 else None
+        if detail is not None:  # given up: dead-lettered, never given to the engine
+            sinks["dead_letters"].emit(dead_letter_record(
+                raws[lo], PROCESSING_FAILED, detail, topic=topic, partition=worker.partition,
+                offset=offsets[lo], max_raw_bytes=max_raw_bytes))
+            if ops is not None and retries.first_report(topic, offsets[lo]):
+                ops.rejected(PROCESSING_FAILED)
+            continue
+        try:
+            found = worker.engine.process_batch(
+                raws if (lo, hi) == (0, len(raws)) else raws[lo:hi])
+        except Exception as exc:  # the engine may hold part of a record: the caller rewinds
+            raise retries.failed(topic, offsets[lo], offsets[hi - 1], exc) from exc
+        _emit(worker, topic, found, lo, offsets, raws, sinks, ops, max_raw_bytes)
+    worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
+    worker.since_checkpoint += len(raws)
+    return len(raws)
+
+
+def _segments(retries: RecordRetries, topic: str, offsets: list[int]) -> list[tuple[int, int]]:
+    """Split a batch into index ranges: single records where given up or careful, else runs."""
+    careful_to = retries.careful.get(topic, -1)
+    out: list[tuple[int, int]] = []
+    start = 0
+    for i, offset in enumerate(offsets):
+        if offset <= careful_to or (topic, offset) in retries.given_up:
+            if start < i:
+                out.append((start, i))
+            out.append((i, i + 1))
+            start = i + 1
+    if start < len(offsets):
+        out.append((start, len(offsets)))
+    return out
+
+
+def _emit(
+    worker: PartitionWorker, topic: str, found: list[tuple[int, ProcessResult]], base: int,
+    offsets: list[int], raws: list[bytes], sinks: Mapping[str, Sink],
+    ops: OperationalMetrics | None, max_raw_bytes: int,
+) -> None:
+    """Send the outputs of a processed run starting at index ``base`` to their sinks."""
+    for j, result in found:
+        i = base + j
         for alert in result.alerts:
             sinks["alerts"].emit(alert)
             if ops is not None:
@@ -179,6 +242,3 @@ def process_records(
                 ops.rejected(rej.reason)
         if result.duplicate is not None and ops is not None:
             ops.duplicate(result.duplicate)
-    worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
-    worker.since_checkpoint += len(raws)
-    return len(raws)

@@ -35,6 +35,7 @@ from consumers.kafka.fetcher import FetchProcess, group_busy
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import new_conflicts, owners, screen
 from consumers.kafka.partitions import Columns, PartitionWorker, process_records
+from consumers.kafka.retries import RecordFailed
 from consumers.kafka.sinks import KafkaOutputs, ProduceError, dead_letter_record
 from consumers.kafka.state import merge_state_views, partition_key
 from monitor.checkpoint import CheckpointStore, LocalDirectoryStore, secured_store
@@ -241,7 +242,8 @@ class KafkaRunner:
                 worker = self._workers.get(p)
                 if worker is None:
                     data = store.load(partition_key(self.events_topic, p))
-                    worker = self._workers[p] = PartitionWorker.start(self.config, p, data)
+                    worker = self._workers[p] = PartitionWorker.start(
+                        self.config, p, data, self.kafka.max_record_attempts)
                 for tp in tps:
                     if tp.topic in worker.offsets:
                         consumer.seek(tp, worker.offsets[tp.topic])
@@ -292,8 +294,13 @@ class KafkaRunner:
             if blocked:
                 recs = self._fence(worker, tp.topic, recs, blocked)
             known = len(worker.engine.suites)
-            n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
-                                max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
+            try:
+                n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
+                                    max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
+            except RecordFailed as exc:
+                self._on_record_failed(worker, exc)
+                rewound.add(tp.partition)
+                continue
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
@@ -302,6 +309,39 @@ class KafkaRunner:
             if clash:
                 self._on_conflict(worker, clash)
                 rewound.add(tp.partition)
+
+    def _on_record_failed(self, worker: PartitionWorker, exc: RecordFailed) -> None:
+        """Count and log a processing failure, then rewind the partition to retry it."""
+        self.metrics.record_failed(exc.error)
+        where = {"topic": exc.topic, "partition": worker.partition, "offset": exc.first,
+                 "error": str(exc)}
+        if exc.first != exc.last:
+            log.warning("processing a batch raised; rewinding to read it one record at a time",
+                        extra={**where, "last_offset": exc.last}, exc_info=exc.__cause__)
+        elif exc.given_up:
+            log.warning("record processing failed for good; it is dead-lettered as "
+                        "processing_failed and the partition moves on",
+                        extra={**where, "attempts": exc.attempts}, exc_info=exc.__cause__)
+        else:
+            log.warning("record processing failed; rewinding to retry it",
+                        extra={**where, "attempts": exc.attempts,
+                               "max_attempts": self.kafka.max_record_attempts},
+                        exc_info=exc.__cause__)
+        self._rewind_partition(worker)
+
+    def _rewind_partition(self, worker: PartitionWorker) -> None:
+        """Reset ``worker`` to its last durable checkpoint and seek its topics back to it."""
+        worker.rewind(self.config)
+        consumer = self._consumer
+        if consumer is not None:
+            for tp in consumer.assignment():
+                if tp.partition != worker.partition:
+                    continue
+                if tp.topic in worker.offsets:
+                    consumer.seek(tp, worker.offsets[tp.topic])
+                else:
+                    consumer.seek_to_beginning(tp)
+            self._sync_fetcher(consumer)
 
     def _on_conflict(self, worker: PartitionWorker, suites: list[str]) -> None:
         """Fence ``suites`` off ``worker``'s partition and rewind it to its checkpoint."""
@@ -314,17 +354,7 @@ class KafkaRunner:
                         "dead-lettered", extra={"suite": name, "partition": worker.partition,
                                                 "owner_partition": found[name]})
         self._conflict_at = time.monotonic()
-        worker.rewind(self.config)
-        consumer = self._consumer
-        if consumer is not None:
-            for tp in consumer.assignment():
-                if tp.partition != worker.partition:
-                    continue
-                if tp.topic in worker.offsets:
-                    consumer.seek(tp, worker.offsets[tp.topic])
-                else:
-                    consumer.seek_to_beginning(tp)
-            self._sync_fetcher(consumer)
+        self._rewind_partition(worker)
 
     def _fence(self, worker: PartitionWorker, topic: str, recs: Any,
                blocked: dict[str, int]) -> Columns:
