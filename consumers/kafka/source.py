@@ -111,6 +111,7 @@ class KafkaRunner:
         self._took_over = False
         self._blocked: dict[int, dict[str, int]] = {}  # partition -> {fenced suite: owner}
         self._conflict_at: float | None = None
+        self._joined = False  # a group assignment was received (the brokers were reached)
         self._deadline: float | None = None  # shutdown deadline (monotonic), once stopping
         self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
         self.final_view: dict[str, Any] | None = None
@@ -234,6 +235,7 @@ class KafkaRunner:
     def _on_assigned(self, assigned: Any) -> None:
         consumer = self._require_consumer()
         store = self._require_store()
+        self._joined = True
         by_partition: dict[int, list[TopicPartition]] = {}
         for tp in assigned:
             by_partition.setdefault(tp.partition, []).append(tp)
@@ -291,8 +293,9 @@ class KafkaRunner:
             if worker is None or tp.partition in rewound:
                 continue
             blocked = self._blocked.get(tp.partition)
+            fenced_to = None
             if blocked:
-                recs = self._fence(worker, tp.topic, recs, blocked)
+                recs, fenced_to = self._fence(worker, tp.topic, recs, blocked)
             known = len(worker.engine.suites)
             try:
                 n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
@@ -301,6 +304,8 @@ class KafkaRunner:
                 self._on_record_failed(worker, exc)
                 rewound.add(tp.partition)
                 continue
+            if fenced_to is not None:  # a batch may end with fenced records
+                worker.offsets[tp.topic] = max(worker.offsets.get(tp.topic, 0), fenced_to)
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
@@ -357,8 +362,11 @@ class KafkaRunner:
         self._rewind_partition(worker)
 
     def _fence(self, worker: PartitionWorker, topic: str, recs: Any,
-               blocked: dict[str, int]) -> Columns:
-        """Dead-letter the records of suites another partition owns; return the others."""
+               blocked: dict[str, int]) -> tuple[Columns, int | None]:
+        """Dead-letter the records of suites another partition owns.
+
+        Returns the other records, and the offset after the last fenced record (None if none).
+        """
         if isinstance(recs, Columns):
             offsets, values = recs
         else:
@@ -377,13 +385,10 @@ class KafkaRunner:
             self.metrics.suite_conflict(suite)
             if self.ops is not None:
                 self.ops.rejected("suite_partition_conflict")
-        if fenced:
-            last = max(offsets[i] for i in new) + 1
-            worker.offsets[topic] = max(worker.offsets.get(topic, 0), last)
-            worker.since_checkpoint += len(fenced)
-            if keep_o:  # let process_records see the kept ones (all above ``start``)
-                worker.offsets[topic] = min(worker.offsets[topic], keep_o[0])
-        return Columns(keep_o, keep_v)
+        if not fenced:
+            return Columns(keep_o, keep_v), None
+        worker.since_checkpoint += len(fenced)
+        return Columns(keep_o, keep_v), fenced[-1][0] + 1
 
     def _update_lag(self, consumer: KafkaConsumer) -> None:
         fetcher = self._fetcher
@@ -510,10 +515,14 @@ class KafkaRunner:
                                                for (t, p), recs in fetched.items()})
                     if (records or fetched) and not progressed:  # healthy again: reset backoff
                         progressed, failures, backoff = True, 0, 0.5
-                    if not connected_once and consumer.bootstrap_connected():
+                    # reached: the group coordinator assigned partitions (possibly none) or
+                    # records came. Not consumer.bootstrap_connected(): in kafka-python 3 it is
+                    # True only while the bootstrap is in progress, so a healthy instance that
+                    # never saw it would give up after startup_timeout_seconds.
+                    if not connected_once and (self._joined or records or fetched):
                         connected_once = True
                     if not connected_once:
-                        self._check_startup(started, "no broker answered")
+                        self._check_startup(started, "no partition assignment from the group")
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
                 self.begin_shutdown()

@@ -362,6 +362,18 @@ def sample(text: str, name: str, **labels: str) -> float:
                and all(w in line for w in want))  # fmt: skip
 
 
+def scrape_until(port: int, name: str, value: float, timeout: float = 30.0,
+                 **labels: str) -> str:
+    """Scrape until ``sample(name, **labels) == value`` (``/metrics`` is cached up to
+    ``[metrics] min_scrape_interval``); return the last body, whatever it holds."""
+    deadline = time.monotonic() + timeout
+    text = scrape(port)[1]
+    while sample(text, name, **labels) != value and time.monotonic() < deadline:
+        time.sleep(0.2)
+        text = scrape(port)[1]
+    return text
+
+
 def replay_reference(setup: KafkaSetup, records: list[tuple[str | None, bytes]]) -> dict[str, Any]:
     """STATE.json, alerts and requests of ``certmon replay`` on the same events (file order)."""
     events = setup.tmp / "events.jsonl"

@@ -19,6 +19,7 @@ from tests.kafka.kafka_harness import (
     replay_reference,
     sample,
     scrape,
+    scrape_until,
 )
 
 pytestmark = pytest.mark.kafka
@@ -75,8 +76,8 @@ def test_a_record_that_fails_processing_is_dead_lettered_after_3_attempts_once(
     c1 = setup.start("c1", cli=faulty_engine.CLI, env=env)
     port = c1.metrics_port()
     setup.wait_caught_up(timeout=90, procs=[c1])
-    status, text = scrape(port)
-    assert status == 200
+    text = scrape_until(port, "certmon_kafka_record_failures_total", 3, error="RuntimeError")
+    assert scrape(port)[0] == 200
     assert sample(text, "certmon_kafka_record_failures_total", error="RuntimeError") == 3
     assert sample(text, "certmon_events_rejected_total", reason="processing_failed") == 1
     assert c1.count_in_log("record processing failed for good") == 1, c1.log_tail()
@@ -86,7 +87,8 @@ def test_a_record_that_fails_processing_is_dead_lettered_after_3_attempts_once(
     c2 = setup.start("c2", cli=faulty_engine.CLI, env=env)  # still faulty: must not re-read it
     port = c2.metrics_port()
     setup.wait_caught_up(timeout=90, procs=[c2])
-    text = scrape(port)[1]
+    text = scrape_until(port, "certmon_kafka_records_consumed_total", len(second))
+    assert sample(text, "certmon_kafka_records_consumed_total") == len(second)
     assert sample(text, "certmon_kafka_record_failures_total") == 0
     assert sample(text, "certmon_events_rejected_total", reason="processing_failed") == 0
     assert c2.count_in_log("injected failure") == 0
