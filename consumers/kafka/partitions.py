@@ -17,17 +17,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from consumers.kafka.retries import PROCESSING_FAILED, RecordRetries
 from consumers.kafka.sinks import DEFAULT_DEAD_LETTER_RAW_BYTES, dead_letter_record
+from consumers.kafka.state import partition_key
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
+from monitor.errors import CertmonError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from monitor.checkpoint import CheckpointStore
     from monitor.config import CertmonConfig
     from monitor.engine import Engine, ProcessResult
     from monitor.metrics import OperationalMetrics
     from monitor.sinks import Sink
 
-__all__ = ["Columns", "PartitionWorker", "process_records"]
+__all__ = ["Columns", "PartitionWorker", "process_records", "write_checkpoints"]
 
 
 class Columns(NamedTuple):
@@ -101,6 +104,20 @@ class PartitionWorker:
         else:
             self.engine, self.offsets = _from_checkpoint(config, self.checkpoint)
         self.since_checkpoint = 0
+
+    def seek(self, consumer: Any, tps: Iterable[Any] | None = None) -> None:
+        """Seek ``consumer`` to this worker's offsets (a topic it has not read: its beginning).
+
+        ``tps``: the topic-partitions to seek (default: the consumer's assigned ones of this
+        partition).
+        """
+        for tp in consumer.assignment() if tps is None else tps:
+            if tp.partition != self.partition:
+                continue
+            if tp.topic in self.offsets:
+                consumer.seek(tp, self.offsets[tp.topic])
+            else:
+                consumer.seek_to_beginning(tp)
 
     def encode(self) -> bytes:
         """Serialize the engine and offsets as a checkpoint document."""
@@ -242,3 +259,69 @@ def _emit(
                 ops.rejected(rej.reason)
         if result.duplicate is not None and ops is not None:
             ops.duplicate(result.duplicate)
+
+
+def write_checkpoints(
+    workers: Iterable[PartitionWorker],
+    sinks: Iterable[Sink],
+    store: CheckpointStore,
+    events_topic: str,
+    ops: OperationalMetrics | None = None,
+) -> dict[tuple[str, int], int]:
+    """Flush ``sinks``, then durably checkpoint the workers with news; return offsets to commit.
+
+    A worker is checkpointed when it read records since its last checkpoint or has none yet,
+    under the key ``partition_key(events_topic, partition)``.
+
+    Returns
+    -------
+    dict of (str, int) to int
+        Next offset of each ``(topic, partition)`` now covered by a durable checkpoint.
+
+    Raises
+    ------
+    SinkError
+        A sink could not deliver (nothing was checkpointed: the caller rewinds).
+    CheckpointError
+        The store could not save (the workers saved before it are durable).
+
+    Examples
+    --------
+    >>> from monitor.checkpoint import LocalDirectoryStore
+    >>> from monitor.config import parse_config
+    >>> import tempfile
+    >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1"]
+    >>> worker = PartitionWorker.start(parse_config(chr(10).join(toml)), 2, None)
+    >>> worker.offsets["t"] = 5
+    >>> store = LocalDirectoryStore(tempfile.mkdtemp())
+    >>> write_checkpoints([worker], [], store, "t")
+    {('t', 2): 5}
+    >>> write_checkpoints([worker], [], store, "t")  # nothing new since
+    {}
+
+    Notes
+    -----
+    Guarantee: sinks are flushed before any checkpoint is written, so a durable checkpoint
+    never covers an output that was not delivered.
+    """
+    due = [w for w in workers if w.since_checkpoint > 0 or w.checkpoint is None]
+    if not due:
+        return {}
+    for sink in sinks:
+        sink.flush()
+    commits: dict[tuple[str, int], int] = {}
+    for w in due:
+        t0 = time.monotonic()
+        data = w.encode()
+        try:
+            store.save(partition_key(events_topic, w.partition), data)
+        except CertmonError:
+            if ops is not None:
+                ops.checkpoint_failed()
+            raise
+        w.checkpointed(data)
+        if ops is not None:
+            ops.checkpoint_written(time.monotonic() - t0, time.time())
+        for topic, offset in w.offsets.items():
+            commits[(topic, w.partition)] = offset
+    return commits

@@ -26,6 +26,7 @@ like every output since that checkpoint); once a checkpoint passes it, it is nev
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,9 @@ from monitor.errors import CertmonError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["PROCESSING_FAILED", "RecordFailed", "RecordRetries", "describe"]
+__all__ = ["PROCESSING_FAILED", "RecordFailed", "RecordRetries", "describe", "log_failure"]
+
+log = logging.getLogger("certmon.kafka")
 
 # Dead-letter reason of a record given up after ``max_record_attempts`` failed attempts.
 PROCESSING_FAILED = "processing_failed"
@@ -166,3 +169,19 @@ class RecordRetries:
         self._reported = {k for k in self._reported if not behind(k)}
         self.careful = {t: o for t, o in self.careful.items() if not behind((t, o))}
         self._suspect = {t: s for t, s in self._suspect.items() if not behind((t, s[1]))}
+
+
+def log_failure(exc: RecordFailed, partition: int, max_attempts: int) -> None:
+    """Log a processing failure as a warning, with its traceback, saying what happens next."""
+    where = {"topic": exc.topic, "partition": partition, "offset": exc.first, "error": str(exc)}
+    if exc.first != exc.last:
+        log.warning("processing a batch raised; rewinding to read it one record at a time",
+                    extra={**where, "last_offset": exc.last}, exc_info=exc.__cause__)
+    elif exc.given_up:
+        log.warning("record processing failed for good; it is dead-lettered as "
+                    "processing_failed and the partition moves on",
+                    extra={**where, "attempts": exc.attempts}, exc_info=exc.__cause__)
+    else:
+        log.warning("record processing failed; rewinding to retry it",
+                    extra={**where, "attempts": exc.attempts, "max_attempts": max_attempts},
+                    exc_info=exc.__cause__)
