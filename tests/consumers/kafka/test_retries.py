@@ -125,3 +125,26 @@ def test_a_failure_that_does_not_repeat_loses_nothing(tmp_path: Path,
     assert runner.state_view() == _reference(log, b"never")
     assert runner.registry.get_sample_value("certmon_kafka_record_failures_total",
                                             {"error": "MemoryError"}) == 1  # fmt: skip
+
+
+def test_a_crash_before_the_checkpoint_passes_it_tries_the_record_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counts are in memory: the next owner, restored from the checkpoint before the
+    record (kill -9), tries it again and dead-letters it again; the state is still exact."""
+    log = _records(0, 30)
+    marker = b'"event_id": "judge13"'
+    monkeypatch.setattr(Engine, "_apply", faulty_apply(marker))
+    runner, consumer, sinks = _runner(tmp_path, 3)
+    _drain(runner, consumer, log[:20], batch=4)
+    runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]  # before offset 26
+    _drain(runner, consumer, log, batch=4)  # dead-letters it; no checkpoint after: "kill -9"
+    assert [d["source"]["offset"] for d in sinks["dead_letters"].records] == [26]
+
+    other, consumer2, sinks2 = _runner(tmp_path, 3)
+    assert consumer2.seeks == {TP: 20}
+    _drain(other, consumer2, log, batch=4)
+    assert [d["source"]["offset"] for d in sinks2["dead_letters"].records] == [26]
+    assert other.registry.get_sample_value("certmon_kafka_record_failures_total",
+                                           {"error": "RuntimeError"}) == 3  # fmt: skip
+    assert other.state_view() == _reference(log, marker)
