@@ -7,7 +7,11 @@
 - ``certmon_kafka_loop_failures_total{error}``: consumer-loop failures (each followed by a
   reconnect with backoff), by exception type;
 - ``certmon_kafka_suite_partition_conflicts_total{suite}``: records of a suite read from a
-  partition other than the suite's owner (dead-lettered).
+  partition other than the suite's owner (dead-lettered);
+- ``certmon_kafka_record_failures_total{error}``: processing attempts that raised, by exception
+  type (each rewinds the partition to its checkpoint; a record given up after
+  ``[kafka] max_record_attempts`` is counted in ``certmon_events_rejected_total{reason=
+  "processing_failed"}``).
 """
 
 from __future__ import annotations
@@ -76,6 +80,14 @@ class KafkaMetrics:
             registry=registry,
         )
 
+        self._record_failures = Counter(
+            "certmon_kafka_record_failures",
+            "Record processing attempts that raised (each rewinds the partition to its "
+            "checkpoint), by exception type.",
+            ["error"],
+            registry=registry,
+        )
+
     def connected(self, up: bool) -> None:
         """Set whether the consumer loop runs against the broker."""
         self._connected.set(1 if up else 0)
@@ -87,6 +99,10 @@ class KafkaMetrics:
     def suite_conflict(self, suite: str, count: int = 1) -> None:
         """Count ``count`` records of ``suite`` read from a partition that does not own it."""
         self._conflicts.labels(suite=suite).inc(count)
+
+    def record_failed(self, error: str) -> None:
+        """Count one processing attempt that raised an exception of type ``error``."""
+        self._record_failures.labels(error=error).inc()
 
     def consumed(self, topic: str, partition: int, count: int) -> None:
         """Count ``count`` records processed from one partition."""

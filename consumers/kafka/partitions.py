@@ -17,8 +17,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from consumers.kafka.retries import PROCESSING_FAILED, RecordRetries
 from consumers.kafka.sinks import DEFAULT_DEAD_LETTER_RAW_BYTES, dead_letter_record
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
+from monitor.errors import CertmonError
 from monitor.incremental import IncrementalCheckpointer, SaveStats
 
 if TYPE_CHECKING:
@@ -26,11 +28,11 @@ if TYPE_CHECKING:
 
     from monitor.checkpoint import CheckpointStore, Position
     from monitor.config import CertmonConfig
-    from monitor.engine import Engine
+    from monitor.engine import Engine, ProcessResult
     from monitor.metrics import OperationalMetrics
     from monitor.sinks import Sink
 
-__all__ = ["Columns", "PartitionWorker", "process_records"]
+__all__ = ["Columns", "PartitionWorker", "process_records", "write_checkpoints"]
 
 
 class Columns(NamedTuple):
@@ -64,6 +66,8 @@ class PartitionWorker:
         Writes this partition's checkpoints (None: built by :meth:`start` from bytes).
     durable : bool
         Whether a durable checkpoint exists (loaded or written).
+    retries : RecordRetries
+        Failed processing attempts of this partition's records (kept across rewinds).
     """
 
     partition: int
@@ -74,11 +78,15 @@ class PartitionWorker:
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
     legacy: bytes | None = None  # the single-document checkpoint given to start()
+    retries: RecordRetries = field(default_factory=RecordRetries)
 
     @classmethod
     def open(cls, config: CertmonConfig, partition: int, store: CheckpointStore, key: str,
-             max_part_bytes: int | None = None) -> PartitionWorker:
+             max_part_bytes: int | None = None, max_attempts: int = 3) -> PartitionWorker:
         """Build the worker from the checkpoint of ``key`` in ``store`` (empty without one).
+
+        ``max_attempts`` bounds the processing attempts of a record (see
+        :mod:`consumers.kafka.retries`).
 
         Raises
         ------
@@ -90,15 +98,20 @@ class PartitionWorker:
 
         writer = IncrementalCheckpointer(store, key, max_part_bytes=max_part_bytes,
                                          keep_documents=True)
+        retries = RecordRetries(max_attempts)
         ckpt = writer.load()
         if ckpt is None:
-            return cls(partition, Engine(config), {}, writer, False)
+            return cls(partition, Engine(config), {}, writer, False, retries=retries)
         engine, offsets = _restored(config, ckpt.snapshot, ckpt.position)
-        return cls(partition, engine, offsets, writer, True)
+        return cls(partition, engine, offsets, writer, True, retries=retries)
 
     @classmethod
-    def start(cls, config: CertmonConfig, partition: int, data: bytes | None) -> PartitionWorker:
+    def start(cls, config: CertmonConfig, partition: int, data: bytes | None,
+              max_attempts: int = 3) -> PartitionWorker:  # fmt: skip
         """Build a worker without a store from a single-document checkpoint (or empty).
+
+        ``max_attempts`` bounds the processing attempts of a record (see
+        :mod:`consumers.kafka.retries`).
 
         Raises
         ------
@@ -108,9 +121,11 @@ class PartitionWorker:
         if data is None:
             from monitor.engine import Engine
 
-            return cls(partition, Engine(config), {}, None, False)
+            return cls(partition, Engine(config), {}, None, False,
+                       retries=RecordRetries(max_attempts))
         engine, offsets = _restored(config, *decode_checkpoint(data))
-        return cls(partition, engine, offsets, None, True, legacy=data)
+        return cls(partition, engine, offsets, None, True, legacy=data,
+                   retries=RecordRetries(max_attempts))
 
     def rewind(self, config: CertmonConfig) -> None:
         """Return to the last durable checkpoint (engine and offsets)."""
@@ -129,12 +144,28 @@ class PartitionWorker:
         """Return the checkpoint position of the offsets read so far."""
         return {"kind": "kafka", "partition": self.partition, "offsets": dict(self.offsets)}
 
+    def seek(self, consumer: Any, tps: Iterable[Any] | None = None) -> None:
+        """Seek ``consumer`` to this worker's offsets (a topic it has not read: its beginning).
+
+        ``tps``: the topic-partitions to seek (default: the consumer's assigned ones of this
+        partition).
+        """
+        for tp in consumer.assignment() if tps is None else tps:
+            if tp.partition != self.partition:
+                continue
+            if tp.topic in self.offsets:
+                consumer.seek(tp, self.offsets[tp.topic])
+            else:
+                consumer.seek_to_beginning(tp)
+
     def encode(self) -> bytes:
         """Serialize the engine and offsets as one single-document checkpoint."""
         return encode_checkpoint(self.engine.snapshot(), self.position())
 
     def save(self) -> SaveStats:
         """Write a checkpoint through :attr:`writer` (only the changed suites are encoded).
+
+        Once it is durable, the retry counts of the records it passed are forgotten.
 
         Raises
         ------
@@ -145,6 +176,7 @@ class PartitionWorker:
             raise RuntimeError("this worker has no checkpoint store (use PartitionWorker.open)")
         stats = self.writer.save(self.engine, self.position())
         self.durable, self.since_checkpoint, self.last_checkpoint = True, 0, time.monotonic()
+        self.retries.passed(self.offsets)
         return stats
 
     def due(self, every_records: int, every_seconds: float, now: float) -> bool:
@@ -170,12 +202,20 @@ def process_records(
     ``ops``, rejections, duplicates, alerts and unrouted events are counted and the batch's
     first event is timed alone (the sampled ``certmon_event_processing_seconds``). Records
     below the worker's next offset (already reflected in the
-    restored state) are skipped, so a re-delivery is never counted twice.
+    restored state) are skipped, so a re-delivery is never counted twice. Records the
+    worker's :class:`RecordRetries` gave up on are dead-lettered (``processing_failed``)
+    instead of processed; records it reads carefully are processed one at a time.
 
     Returns
     -------
     int
         Records processed.
+
+    Raises
+    ------
+    RecordFailed
+        Processing raised; the engine may hold part of a record, so the caller must
+        rewind the worker to its checkpoint (the failure is counted in ``worker.retries``).
 
     Examples
     --------
@@ -210,16 +250,67 @@ def process_records(
     if len(keep) != len(offsets):
         offsets, values = [offsets[i] for i in keep], [values[i] for i in keep]
     raws = [v if v is not None else b"" for v in values]
-    engine = worker.engine
+    engine, retries = worker.engine, worker.retries
     unrouted = engine.unrouted
-    if ops is not None and raws:  # the sampled latency: the batch's first event, timed alone
-        t0 = time.perf_counter()
-        found = engine.process_batch(raws[:1])
-        ops.observe_event(time.perf_counter() - t0)
-        found += [(i + 1, r) for i, r in engine.process_batch(raws[1:])]
-    else:
-        found = engine.process_batch(raws)
-    for i, result in found:
+    segments = _segments(retries, topic, offsets) if retries.active() else [(0, len(raws))]
+    sampled = ops  # the sampled latency: the first event given to the engine, timed alone
+    for lo, hi in segments:
+        detail = retries.give_up_detail(topic, offsets[lo]) if hi == lo + 1 else None
+        if detail is not None:  # given up: dead-lettered, never given to the engine
+            sinks["dead_letters"].emit(dead_letter_record(
+                raws[lo], PROCESSING_FAILED, detail, topic=topic, partition=worker.partition,
+                offset=offsets[lo], max_raw_bytes=max_raw_bytes))
+            if ops is not None and retries.first_report(topic, offsets[lo]):
+                ops.rejected(PROCESSING_FAILED)
+            continue
+        try:
+            found = _run(engine, raws if (lo, hi) == (0, len(raws)) else raws[lo:hi], sampled)
+        except Exception as exc:  # the engine may hold part of a record: the caller rewinds
+            raise retries.failed(topic, offsets[lo], offsets[hi - 1], exc) from exc
+        sampled = None
+        _emit(worker, topic, found, lo, offsets, raws, sinks, ops, max_raw_bytes)
+    if ops is not None and engine.unrouted > unrouted:
+        ops.unrouted(engine.unrouted - unrouted)
+    worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
+    worker.since_checkpoint += len(raws)
+    return len(raws)
+
+
+def _run(engine: Engine, raws: list[bytes],
+         ops: OperationalMetrics | None) -> list[tuple[int, ProcessResult]]:  # fmt: skip
+    """Process ``raws`` as one batch; with ``ops``, its first event is timed alone."""
+    if ops is None or not raws:
+        return engine.process_batch(raws)
+    t0 = time.perf_counter()
+    found = engine.process_batch(raws[:1])
+    ops.observe_event(time.perf_counter() - t0)
+    return found + [(i + 1, r) for i, r in engine.process_batch(raws[1:])]
+
+
+def _segments(retries: RecordRetries, topic: str, offsets: list[int]) -> list[tuple[int, int]]:
+    """Split a batch into index ranges: single records where given up or careful, else runs."""
+    careful_to = retries.careful.get(topic, -1)
+    out: list[tuple[int, int]] = []
+    start = 0
+    for i, offset in enumerate(offsets):
+        if offset <= careful_to or (topic, offset) in retries.given_up:
+            if start < i:
+                out.append((start, i))
+            out.append((i, i + 1))
+            start = i + 1
+    if start < len(offsets):
+        out.append((start, len(offsets)))
+    return out
+
+
+def _emit(
+    worker: PartitionWorker, topic: str, found: list[tuple[int, ProcessResult]], base: int,
+    offsets: list[int], raws: list[bytes], sinks: Mapping[str, Sink],
+    ops: OperationalMetrics | None, max_raw_bytes: int,
+) -> None:
+    """Send the outputs of a processed run starting at index ``base`` to their sinks."""
+    for j, result in found:
+        i = base + j
         for alert in result.alerts:
             sinks["alerts"].emit(alert)
             if ops is not None:
@@ -235,8 +326,73 @@ def process_records(
                 ops.rejected(rej.reason)
         if result.duplicate is not None and ops is not None:
             ops.duplicate(result.duplicate)
-    if ops is not None and engine.unrouted > unrouted:
-        ops.unrouted(engine.unrouted - unrouted)
-    worker.offsets[topic] = max(expected, worker.offsets.get(topic, 0))
-    worker.since_checkpoint += len(raws)
-    return len(raws)
+
+
+def write_checkpoints(
+    workers: Iterable[PartitionWorker],
+    sinks: Iterable[Sink],
+    ops: OperationalMetrics | None = None,
+) -> dict[tuple[str, int], int]:
+    """Flush ``sinks``, then durably checkpoint the workers with news; return offsets to commit.
+
+    A worker is checkpointed when it read records since its last checkpoint or has none yet,
+    through its :attr:`PartitionWorker.writer` (built by :meth:`PartitionWorker.open` for the
+    key ``partition_key(events_topic, partition)``): one document per changed suite, then
+    the partition's manifest.
+
+    Returns
+    -------
+    dict of (str, int) to int
+        Next offset of each ``(topic, partition)`` now covered by a durable checkpoint.
+
+    Raises
+    ------
+    SinkError
+        A sink could not deliver (nothing was checkpointed: the caller rewinds).
+    CheckpointError
+        The store could not save (the workers saved before it are durable).
+
+    Examples
+    --------
+    >>> from consumers.kafka.state import partition_key
+    >>> from monitor.checkpoint import LocalDirectoryStore
+    >>> from monitor.config import parse_config
+    >>> import tempfile
+    >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1"]
+    >>> store = LocalDirectoryStore(tempfile.mkdtemp())
+    >>> worker = PartitionWorker.open(parse_config(chr(10).join(toml)), 2, store,
+    ...                               partition_key("t", 2))
+    >>> worker.offsets["t"] = 5
+    >>> write_checkpoints([worker], [])
+    {('t', 2): 5}
+    >>> write_checkpoints([worker], [])  # nothing new since
+    {}
+    >>> from monitor.incremental import load_checkpoint
+    >>> ckpt = load_checkpoint(store, "t/2")  # a manifest and one document per suite
+    >>> ckpt.version, ckpt.position["offsets"]
+    (2, {'t': 5})
+
+    Notes
+    -----
+    Guarantee: sinks are flushed before any checkpoint is written, so a durable checkpoint
+    never covers an output that was not delivered.
+    """
+    due = [w for w in workers if w.since_checkpoint > 0 or not w.durable]
+    if not due:
+        return {}
+    for sink in sinks:
+        sink.flush()
+    commits: dict[tuple[str, int], int] = {}
+    for w in due:
+        t0 = time.monotonic()
+        try:  # one document per changed suite, then the partition's manifest
+            w.save()
+        except CertmonError:
+            if ops is not None:
+                ops.checkpoint_failed()
+            raise
+        if ops is not None:
+            ops.checkpoint_written(time.monotonic() - t0, time.time())
+        for topic, offset in w.offsets.items():
+            commits[(topic, w.partition)] = offset
+    return commits

@@ -101,6 +101,10 @@ class KafkaConfig(BaseModel):
     # Dead letters keep at most this many bytes of the rejected record (plus its length and
     # sha256), so a dead letter always fits the producer's 1 MiB request size.
     dead_letter_max_raw_bytes: int = Field(default=64 * 1024, ge=0, le=512 * 1024)
+    # A record whose processing raises (a bug, not bad input: that is rejected with a reason)
+    # is retried from the partition's checkpoint at most this many times, then dead-lettered
+    # as ``processing_failed`` so the partition moves on (consumers/kafka/retries.py).
+    max_record_attempts: int = Field(default=3, ge=1, le=100)
     # At first start, give up (one-line error, non-zero exit) if no broker answers in this time.
     startup_timeout_seconds: float = Field(default=60.0, gt=0)
     # On SIGTERM: the final output flush, checkpoint, offset commit and closes share this

@@ -160,3 +160,35 @@ def test_kafka_topics_script_matches_default_topic_names() -> None:
     for name in (topics.events, topics.alerts, topics.requests, topics.dead_letters,
                  topics.checkpoints):
         assert f"create {name} " in script, name
+
+
+def _seconds(duration: str) -> float:
+    """Compose durations such as ``30s``, ``1m30s``."""
+    total, number = 0.0, ""
+    for ch in duration:
+        if ch.isdigit() or ch == ".":
+            number += ch
+        else:
+            total += float(number) * {"h": 3600, "m": 60, "s": 1}[ch]
+            number = ""
+    return total + (float(number) if number else 0.0)
+
+
+def test_grace_periods_cover_the_kafka_shutdown_budget() -> None:
+    """SIGTERM ends with a final checkpoint within ``[kafka] shutdown_timeout_seconds``: the
+    orchestrator must wait longer than that (with room for the metrics server and the process
+    exit) before it sends SIGKILL. The lifecycle settings are spelled out, not defaulted."""
+    from monitor.config.kafka import kafka_config_of
+
+    k8s = k8s_docs()
+    configs = {"compose": (DEPLOY / "certmon" / "certmon.toml").read_text(),
+               "k8s": k8s["ConfigMap"]["data"]["certmon.toml"]}  # fmt: skip
+    grace = {"compose": _seconds(load(COMPOSE)["services"]["certmon"]["stop_grace_period"]),
+             "k8s": float(k8s["StatefulSet"]["spec"]["template"]["spec"]
+                          ["terminationGracePeriodSeconds"])}  # fmt: skip
+    for where, text in configs.items():
+        kafka = kafka_config_of(parse_config(text))
+        assert grace[where] >= 2 * kafka.shutdown_timeout_seconds + 5, where
+        assert {"shutdown_timeout_seconds", "startup_timeout_seconds",
+                "max_record_attempts"} <= set(tomllib.loads(text)["kafka"]), where
+    assert _seconds("1m30s") == 90.0

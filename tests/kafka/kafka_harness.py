@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,8 +263,9 @@ class KafkaSetup:
         c.close()
         return out
 
-    def start(self, name: str) -> Consumer:
-        return Consumer(self.config_path, self.tmp / f"{name}.log")
+    def start(self, name: str, cli: str | None = None,
+              env: dict[str, str] | None = None) -> Consumer:  # fmt: skip
+        return Consumer(self.config_path, self.tmp / f"{name}.log", cli=cli, env=env)
 
 
 _CLI = "import sys; from consumers.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -283,13 +286,14 @@ def reap_consumers() -> int:
 class Consumer:
     """One ``certmon run --config C`` process with ``[source] kind = "kafka"``."""
 
-    def __init__(self, config_path: Path, log_path: Path) -> None:
+    def __init__(self, config_path: Path, log_path: Path, cli: str | None = None,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.log_path = log_path
         self._log = log_path.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CLI, "run", "--config", str(config_path)],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            [sys.executable, "-c", cli or _CLI, "run", "--config", str(config_path)],
+            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
             preexec_fn=die_with_parent,
         )  # fmt: skip
         _LIVE.add(self)
@@ -313,6 +317,14 @@ class Consumer:
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not seen in time\n{self.log_tail()}")
 
+    def metrics_port(self) -> int:
+        """The port of ``/metrics`` (from the "metrics served" log line)."""
+        self.wait_log("metrics served", timeout=60)
+        for line in self.log_path.read_text().splitlines():
+            if '"metrics served"' in line:
+                return int(json.loads(line)["port"])
+        raise AssertionError("no metrics port")
+
     def kill9(self) -> None:
         _LIVE.discard(self)
         if self.proc.poll() is None:
@@ -330,6 +342,35 @@ class Consumer:
         _LIVE.discard(self)
         self._log.close()
         return rc
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    """HTTP status and body of ``path`` on the metrics server."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` in a scrape whose labels include ``labels``."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if (line.startswith(name + "{") or line.startswith(name + " "))
+               and all(w in line for w in want))  # fmt: skip
+
+
+def scrape_until(port: int, name: str, value: float, timeout: float = 30.0,
+                 **labels: str) -> str:
+    """Scrape until ``sample(name, **labels) == value`` (``/metrics`` is cached up to
+    ``[metrics] min_scrape_interval``); return the last body, whatever it holds."""
+    deadline = time.monotonic() + timeout
+    text = scrape(port)[1]
+    while sample(text, name, **labels) != value and time.monotonic() < deadline:
+        time.sleep(0.2)
+        text = scrape(port)[1]
+    return text
 
 
 def replay_reference(setup: KafkaSetup, records: list[tuple[str | None, bytes]]) -> dict[str, Any]:

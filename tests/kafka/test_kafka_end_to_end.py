@@ -3,8 +3,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -12,35 +10,15 @@ import pytest
 
 from tests.kafka.conftest import BrokerInfo
 from tests.kafka.kafka_harness import (
-    Consumer,
     KafkaSetup,
     comparable,
     make_events,
     replay_reference,
+    sample,
+    scrape,
 )
 
 pytestmark = pytest.mark.kafka
-
-
-def _metrics_port(consumer: Consumer) -> int:
-    consumer.wait_log("metrics served", timeout=60)
-    for line in consumer.log_path.read_text().splitlines():
-        if '"metrics served"' in line:
-            return int(json.loads(line)["port"])
-    raise AssertionError("no metrics port")
-
-
-def _scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
-
-
-def _sample(text: str, name: str) -> float:
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))  # fmt: skip
 
 
 @pytest.mark.parametrize("fetch_process", [True, False], ids=["fetch-process", "one-process"])
@@ -59,20 +37,20 @@ def test_end_to_end_equals_replay(
     assert ref["alerts"], "the stream should reach some certificates"
     setup.produce(records)
     consumer = setup.start("c1")
-    port = _metrics_port(consumer)
+    port = consumer.metrics_port()
     deadline = time.monotonic() + 60
     text = ""
     while time.monotonic() < deadline:
-        text = _scrape(port)[1]
-        if _sample(text, "certmon_kafka_records_consumed_total") >= len(records):
+        text = scrape(port)[1]
+        if sample(text, "certmon_kafka_records_consumed_total") >= len(records):
             break
         time.sleep(0.2)
-    assert _sample(text, "certmon_kafka_records_consumed_total") == len(records)
-    assert _sample(text, "certmon_kafka_partitions_assigned") == 3
-    assert _sample(text, "certmon_kafka_consumer_lag_messages") == 0
-    assert _sample(text, "certmon_events_received_total") == len(records)
+    assert sample(text, "certmon_kafka_records_consumed_total") == len(records)
+    assert sample(text, "certmon_kafka_partitions_assigned") == 3
+    assert sample(text, "certmon_kafka_consumer_lag_messages") == 0
+    assert sample(text, "certmon_events_received_total") == len(records)
     assert "certmon_risk_estimate{" in text and "certmon_log_e_value{" in text
-    assert _scrape(port, "/readyz")[0] == 200 and _scrape(port, "/healthz")[0] == 200
+    assert scrape(port, "/readyz")[0] == 200 and scrape(port, "/healthz")[0] == 200
     assert setup.checkpoint_offsets() == {}  # nothing checkpointed yet
     assert consumer.terminate() == 0  # SIGTERM: final checkpoint, then exit 0
     ends = setup.end_offsets()

@@ -104,3 +104,28 @@ def test_state_out_with_the_kafka_source(
     state = json.loads(out.read_text())
     assert state["counters"]["events_in"] == len(records)
     assert comparable(state) == comparable(ref["state"])
+
+
+def test_a_running_instance_outlives_its_startup_timeout(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """``startup_timeout_seconds`` bounds the first connection only: a consumer that reached
+    the brokers keeps running past it (kafka-python 3's ``bootstrap_connected()`` is False
+    once the bootstrap is over, so it cannot tell "reached")."""
+    setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=2, every=100)
+    text = setup.config_path.read_text()
+    setup.config_path.write_text(text.replace("bootstrap_timeout_ms = 3000\n",
+                                              "bootstrap_timeout_ms = 3000\n"
+                                              "startup_timeout_seconds = 2\n"))  # fmt: skip
+    records = make_events(400, seed=37)
+    ref = replay_reference(setup, records)
+    setup.produce(records[:200])
+    consumer = setup.start("c")
+    setup.wait_caught_up(timeout=60, procs=[consumer])
+    time.sleep(4.0)  # twice the startup timeout, spent connected
+    assert consumer.alive(), consumer.log_tail()
+    setup.produce(records[200:])
+    setup.wait_caught_up(timeout=60, procs=[consumer])
+    assert consumer.terminate() == 0, consumer.log_tail()
+    assert consumer.count_in_log("cannot reach Kafka") == 0
+    assert comparable(setup.final_state()) == comparable(ref["state"])

@@ -378,6 +378,11 @@ def test_a_suite_on_a_second_partition_is_fenced_and_dead_lettered(tmp_path: Pat
     assert runner._workers[1].offsets == {TOPIC: 3}
     assert runner.registry.get_sample_value("certmon_kafka_suite_partition_conflicts_total",
                                             {"suite": "qa"}) == 1  # fmt: skip
+    # a batch that ends with a fenced record moves past it (no lag left behind)
+    runner._process({tp1: [Rec(3, _event(104, suite="ops")), Rec(4, _event(105, suite="qa"))]})
+    assert runner._workers[1].offsets == {TOPIC: 5}
+    runner._process({tp1: [Rec(5, _event(106, suite="qa"))]})  # a batch of fenced records only
+    assert runner._workers[1].offsets == {TOPIC: 6}
     # both partitions' checkpoints restored holding "qa": a scrape still answers
     runner._workers[1].engine.process(_event(103, suite="qa"))
     assert "qa" in runner.state_view()["suites"]

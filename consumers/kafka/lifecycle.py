@@ -1,0 +1,137 @@
+"""Start and stop of the Kafka source: the first-connection deadline and the shutdown budget.
+
+- **start**: at first start, ``[kafka] startup_timeout_seconds`` bounds the time until the
+  brokers are reached (:func:`check_startup`); past it the process exits with a one-line
+  error (:class:`StartupTimeout`). A running instance that loses the brokers keeps retrying
+  with backoff instead.
+- **stop**: a signal handler may raise :class:`StopRequested` to leave a blocking client
+  bootstrap; then ``[kafka] shutdown_timeout_seconds`` is one budget
+  (:class:`ShutdownBudget`) shared by the final output flush, checkpoint, offset commit and
+  the closes (:func:`close_outputs`), so SIGTERM ends within it even while the brokers cannot
+  be reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from monitor.errors import CertmonError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from consumers.kafka.sinks import KafkaOutputs
+    from monitor.checkpoint import CheckpointStore
+    from monitor.config.kafka import KafkaConfig
+    from monitor.sinks import Sink
+
+log = logging.getLogger("certmon.kafka")
+
+__all__ = ["ShutdownBudget", "StartupTimeout", "StopRequested", "check_startup", "close_outputs"]
+
+
+class StopRequested(BaseException):
+    """Raised by the signal handler to leave a blocking client bootstrap (see ``run_kafka``).
+
+    A BaseException, so the Kafka client's own ``except Exception`` cannot swallow it.
+    """
+
+
+class StartupTimeout(CertmonError):
+    """No broker answered within ``[kafka] startup_timeout_seconds`` of the first start."""
+
+
+def check_startup(config: KafkaConfig, started: float, reason: str) -> None:
+    """Give up at first start when no broker answered within ``startup_timeout_seconds``.
+
+    Parameters
+    ----------
+    config : KafkaConfig
+    started : float
+        ``time.monotonic()`` at the start.
+    reason : str
+        What went wrong last (ends the error message).
+
+    Raises
+    ------
+    StartupTimeout
+        ``startup_timeout_seconds`` have passed since ``started``.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> cfg = KafkaConfig(bootstrap_servers="k:9092", startup_timeout_seconds=5)
+    >>> check_startup(cfg, time.monotonic(), "refused")  # within the timeout: nothing
+    >>> check_startup(cfg, time.monotonic() - 6, "refused")
+    Traceback (most recent call last):
+    ...
+    consumers.kafka.lifecycle.StartupTimeout: cannot reach Kafka at k:9092 within 5 s ([kafka] startup_timeout_seconds): refused
+    """  # noqa: E501
+    limit = config.startup_timeout_seconds
+    if time.monotonic() - started >= limit:
+        servers = ",".join(config.bootstrap_list())
+        raise StartupTimeout(f"cannot reach Kafka at {servers} within {limit:g} s "
+                             f"([kafka] startup_timeout_seconds): {reason}")
+
+
+class ShutdownBudget:
+    """The time left for the blocking steps of a shutdown, once it has begun.
+
+    Examples
+    --------
+    >>> b = ShutdownBudget()
+    >>> b.left(30.0)  # not stopping: a step may take its own default
+    30.0
+    >>> b.begin(4.0), b.begin(4.0)  # the first call starts the budget
+    (True, False)
+    >>> 3.0 < b.left(30.0) <= 4.0, b.left(1.0)
+    (True, 1.0)
+
+    Notes
+    -----
+    Guarantee: once begun, :meth:`left` never exceeds what remains of the budget (and is at
+    least 0.1 s, so a step can still try), so steps that each honour it end within the budget
+    plus 0.1 s per step.
+    """
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None  # monotonic, once stopping
+
+    def begin(self, seconds: float) -> bool:
+        """Start the budget of ``seconds``; return False if it had already begun."""
+        if self.deadline is not None:
+            return False
+        self.deadline = time.monotonic() + seconds
+        return True
+
+    def left(self, default: float) -> float:
+        """Seconds a blocking step may take: ``default``, or what the budget leaves."""
+        if self.deadline is None:
+            return default
+        return max(0.1, min(default, self.deadline - time.monotonic()))
+
+
+def close_outputs(sinks: Iterable[Sink], outputs: KafkaOutputs | None,
+                  store: CheckpointStore | None, budget: ShutdownBudget) -> None:  # fmt: skip
+    """Close the sinks, then the producer and the checkpoint store, within ``budget``.
+
+    A failure to close one is logged and does not keep the others open.
+    """
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:
+            log.warning("sink close failed", extra={"error": repr(exc)})
+    if outputs is not None:
+        try:
+            outputs.close(timeout=budget.left(10.0))
+        except Exception as exc:
+            log.warning("producer close failed", extra={"error": repr(exc)})
+    close = getattr(store, "close", None)
+    if callable(close):
+        try:
+            close(timeout=budget.left(10.0))
+        except TypeError:  # a store without a timeout
+            close()

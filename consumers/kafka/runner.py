@@ -1,0 +1,452 @@
+"""Kafka runner: a consumer-group member that feeds one engine per input partition.
+
+Lifecycle of a partition ``p`` (of ``certmon.eval-events.v1``, plus the same partition of the
+optional judge/label topics, co-partitioned by the range assignor):
+
+- **assigned**: load the checkpoint ``"<events-topic>/<p>"`` from the store, restore the
+  engine from it and seek every topic of ``p`` to the offsets recorded in it (the beginning
+  when there is none). The checkpoint, not Kafka's committed offset, is the source of truth.
+- **records**: processed in ``poll()`` batches; alerts, label requests and dead letters go to
+  their sinks. With ``fetch_process`` (the default) a child process decodes the partitions
+  from the same offsets, pipelined with processing (see :mod:`consumers.kafka.fetcher`).
+  A suite read from a second partition is fenced off it (:mod:`consumers.kafka.ownership`);
+  a record whose processing raises is retried from the checkpoint (the worker rewinds to the
+  last durable one its writer kept), then dead-lettered (:mod:`consumers.kafka.retries`).
+- **checkpoint** every ``checkpoint_every_records`` records or ``checkpoint_every_seconds``:
+  flush every sink, write the checkpoint durably (one document per suite changed since the
+  last one, then the partition's manifest: :mod:`monitor.incremental`), then commit the
+  offsets to Kafka (so lag tools see progress). If a sink cannot deliver, every partition
+  rewinds to its last checkpoint.
+- **revoked**: flush and write a final checkpoint, then drop the engine; **lost** (evicted
+  from the group): drop the engine without writing.
+
+Guarantee: after a crash at any moment (``kill -9``) the restarted group restores each
+partition's last durable checkpoint and re-reads from its offsets, so every event is counted
+exactly once in the state; outputs are at-least-once with deterministic alert ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+
+from consumers.alertmanager.wiring import take_over
+from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
+from consumers.kafka.fetcher import FetchProcess, group_busy
+from consumers.kafka.lifecycle import (
+    ShutdownBudget,
+    StartupTimeout,
+    StopRequested,
+    check_startup,
+    close_outputs,
+)
+from consumers.kafka.metrics import KafkaMetrics
+from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
+from consumers.kafka.partitions import PartitionWorker, process_records, write_checkpoints
+from consumers.kafka.retries import RecordFailed, log_failure
+from consumers.kafka.sinks import KafkaOutputs, ProduceError
+from consumers.kafka.state import merge_state_views, partition_key
+from monitor.checkpoint import CheckpointStore
+from monitor.config.kafka import kafka_config_of
+from monitor.errors import CertmonError, CheckpointError
+
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    from monitor.config import CertmonConfig
+    from monitor.metrics import OperationalMetrics
+    from monitor.sinks import Sink
+
+log = logging.getLogger("certmon.kafka")
+
+__all__ = ["KafkaRunner"]
+
+
+class KafkaRunner:
+    """Consume, process, checkpoint; see the module docstring for the protocol.
+
+    Parameters
+    ----------
+    config : CertmonConfig
+        Whole configuration; ``config.kafka`` holds the :class:`KafkaConfig`.
+    registry : CollectorRegistry
+        Where the Kafka metrics are registered.
+    ops : OperationalMetrics, optional
+        Operational counters to update (events in, rejected, duplicates, alerts, checkpoints).
+    store : CheckpointStore, optional
+        Overrides the store chosen by ``kafka.checkpoint_store``.
+    """
+
+    def __init__(
+        self,
+        config: CertmonConfig,
+        registry: CollectorRegistry,
+        *,
+        ops: OperationalMetrics | None = None,
+        store: CheckpointStore | None = None,
+    ) -> None:
+        self.config = config
+        self.kafka = kafka_config_of(config)
+        self.registry = registry
+        self.ops = ops
+        self.metrics = KafkaMetrics(registry)
+        self._store = store
+        self._outputs: KafkaOutputs | None = None
+        self._sinks: dict[str, Sink] = {}
+        self._consumer: KafkaConsumer | None = None
+        self._workers: dict[int, PartitionWorker] = {}
+        self._fetcher: FetchProcess | None = None
+        self._lock = threading.RLock()
+        self._ready = False
+        self._discard_on_revoke = False
+        self._took_over = False
+        self._fence = SuiteFence(self.metrics, ops, self.kafka.dead_letter_max_raw_bytes)
+        self._joined = False  # a group assignment was received (the brokers were reached)
+        self._budget = ShutdownBudget()
+        self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
+        self.final_view: dict[str, Any] | None = None
+        self.events_topic = self.kafka.topics.events
+
+    # ------------------------------------------------------------------ public views
+
+    def ready(self) -> bool:
+        """Readiness: connected, partitions restored, last checkpoint written, no conflict.
+
+        A suite read from a second partition makes it False for ``SuiteFence.UNREADY_S``
+        after its last record there.
+        """
+        return self._ready and not self._fence.recent()
+
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the merged ``state_view(shown_only)`` of the engines this process owns now.
+
+        A suite held by two engines (restored from two partitions' checkpoints) keeps the
+        lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
+        """
+        with self._lock:
+            views = [self._workers[p].engine.state_view(shown_only)
+                     for p in sorted(self._workers)]
+        return merge_state_views(views, strict=False)
+
+    def assigned_partitions(self) -> list[int]:
+        """Input partitions owned now."""
+        with self._lock:
+            return sorted(self._workers)
+
+    # ------------------------------------------------------------------ setup
+
+    def _open(self) -> None:
+        from consumers.kafka.topics import ensure_topics
+
+        if self.kafka.create_topics:
+            ensure_topics(self.kafka)
+        if self._outputs is None and kafka_outputs_wanted(self.config):
+            self._outputs = KafkaOutputs(self.kafka, self.registry)
+        if not self._sinks:
+            self._sinks = open_sinks(self.config, self._outputs)
+        if self._store is None:
+            self._store = open_store(self.config, self.kafka)
+        self._consumer = self._make_consumer()
+        if self.kafka.fetch_process and self._fetcher is None:
+            k = self.kafka
+            self._fetcher = FetchProcess(k.client_kwargs(), k.client_id, k.batch_size,
+                                         k.poll_timeout_ms)
+
+    def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
+        if self._fetcher is not None:
+            self._fetcher.follow(consumer, {p: w.offsets for p, w in self._workers.items()})
+
+    def _make_consumer(self) -> KafkaConsumer:
+        self._discard_on_revoke = False
+        return make_consumer(self.kafka, self._on_assigned, self._on_revoked, self._drop)
+
+    # ------------------------------------------------------------------ rebalance callbacks
+
+    def _require_consumer(self) -> Any:
+        if self._consumer is None:
+            raise RuntimeError("the Kafka consumer is used before it was opened")
+        return self._consumer
+
+    def _require_store(self) -> CheckpointStore:
+        if self._store is None:
+            raise RuntimeError("the checkpoint store is used before it was opened")
+        return self._store
+
+    def _on_assigned(self, assigned: Any) -> None:
+        consumer = self._require_consumer()
+        store = self._require_store()
+        self._joined = True
+        by_partition: dict[int, list[TopicPartition]] = {}
+        for tp in assigned:
+            by_partition.setdefault(tp.partition, []).append(tp)
+        with self._lock:
+            for p, tps in sorted(by_partition.items()):
+                worker = self._workers.get(p)
+                if worker is None:
+                    worker = self._workers[p] = PartitionWorker.open(
+                        self.config, p, store, partition_key(self.events_topic, p),
+                        self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
+                worker.seek(consumer, tps)
+            self.metrics.assigned(len(self._workers))
+            self._sync_fetcher(consumer)
+        log.info("partitions assigned", extra={"partitions": sorted(by_partition)})
+        if not self._took_over and self._workers and "alerts" in self._sinks:
+            # First non-empty assignment: start pushing and take over the alerts a previous
+            # process had active (later rebalances do not; see consumers.alertmanager.wiring).
+            self._took_over = True
+            take_over(self._sinks["alerts"], self.state_view())
+
+    def _on_revoked(self, revoked: Any) -> None:
+        if self._discard_on_revoke:
+            self._drop(revoked)
+            return
+        parts = sorted({tp.partition for tp in revoked})
+        with self._lock:
+            workers = [self._workers[p] for p in parts if p in self._workers]
+            try:
+                write_checkpoints(workers, self._sinks.values(), self.ops)
+            except (CertmonError, OSError) as exc:  # next owner restores the older checkpoint
+                log.warning("final checkpoint failed", extra={"error": repr(exc)})
+        self._drop(revoked)
+        log.info("partitions revoked", extra={"partitions": parts})
+
+    def _drop(self, tps: Any) -> None:
+        with self._lock:
+            for tp in tps:
+                self._workers.pop(tp.partition, None)
+                self._fence.forget(tp.partition)
+                self.metrics.forget(tp.topic, tp.partition)
+            self.metrics.assigned(len(self._workers))
+            if self._consumer is not None:
+                self._sync_fetcher(self._consumer)
+
+    # ------------------------------------------------------------------ processing
+
+    def _process(self, records: dict[TopicPartition, Any]) -> None:
+        rewound: set[int] = set()
+        for tp, recs in records.items():
+            worker = self._workers.get(tp.partition)
+            if worker is None or tp.partition in rewound:
+                continue
+            recs, fenced_to = self._fence.screen_batch(worker, tp.topic, recs,
+                                                       self._sinks["dead_letters"])
+            known = len(worker.engine.suites)
+            try:
+                n = process_records(worker, tp.topic, recs, self._sinks, self.ops,
+                                    max_raw_bytes=self.kafka.dead_letter_max_raw_bytes)
+            except RecordFailed as exc:
+                self._on_record_failed(worker, exc)
+                rewound.add(tp.partition)
+                continue
+            if fenced_to is not None:  # a batch may end with fenced records
+                worker.offsets[tp.topic] = max(worker.offsets.get(tp.topic, 0), fenced_to)
+            self.metrics.consumed(tp.topic, tp.partition, n)
+            if self.ops is not None:
+                self.ops.events_received(n)
+            others = [w.engine for q, w in self._workers.items() if q != tp.partition]
+            clash = new_conflicts(worker.engine, known, others) if others else []
+            if clash:
+                self._on_conflict(worker, clash)
+                rewound.add(tp.partition)
+
+    def _on_record_failed(self, worker: PartitionWorker, exc: RecordFailed) -> None:
+        """Count and log a processing failure, then rewind the partition to retry it."""
+        self.metrics.record_failed(exc.error)
+        log_failure(exc, worker.partition, self.kafka.max_record_attempts)
+        self._rewind_partition(worker)
+
+    def _rewind_partition(self, worker: PartitionWorker) -> None:
+        """Reset ``worker`` to its last durable checkpoint and seek its topics back to it."""
+        worker.rewind(self.config)
+        consumer = self._consumer
+        if consumer is not None:
+            worker.seek(consumer)
+            self._sync_fetcher(consumer)
+
+    def _on_conflict(self, worker: PartitionWorker, suites: list[str]) -> None:
+        """Fence ``suites`` off ``worker``'s partition and rewind it to its checkpoint."""
+        found = owners({q: w.engine for q, w in self._workers.items()
+                        if q != worker.partition})
+        self._fence.block(worker.partition, suites, found)
+        self._rewind_partition(worker)
+
+    def _update_lag(self, consumer: KafkaConsumer) -> None:
+        fetcher = self._fetcher
+        for tp in consumer.assignment():
+            worker = self._workers.get(tp.partition)
+            high = (consumer.highwater(tp) if fetcher is None
+                    else fetcher.highwaters.get((tp.topic, tp.partition)))
+            if worker is not None and high is not None and tp.topic in worker.offsets:
+                self.metrics.lag(tp.topic, tp.partition, high - worker.offsets[tp.topic])
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _maybe_checkpoint(self, consumer: KafkaConsumer, force: bool = False) -> None:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        now = time.monotonic()
+        k = self.kafka
+        with self._lock:
+            due = [
+                w
+                for w in self._workers.values()
+                if force or w.due(k.checkpoint_every_records, k.checkpoint_every_seconds, now)
+            ]
+            try:
+                commits = write_checkpoints(due, self._sinks.values(), self.ops)
+            except ProduceError as exc:
+                log.warning("output delivery failed; rewinding", extra={"error": str(exc)})
+                self._rewind(consumer)
+                self._ready = False
+                return
+            except CheckpointError as exc:
+                log.warning("checkpoint failed; will retry", extra={"error": str(exc)})
+                for w in due:
+                    w.last_checkpoint = now
+                self._ready = False
+                return
+        self._ready = True
+        if commits:
+            try:
+                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                                 for (t, p), o in commits.items()})
+            except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
+                log.info("offset commit skipped", extra={"error": repr(exc)})
+
+    def _rewind(self, consumer: KafkaConsumer) -> None:
+        """Reset every engine to its last durable checkpoint and seek back to it."""
+        for w in self._workers.values():
+            w.rewind(self.config)
+            w.seek(consumer)
+        self._sync_fetcher(consumer)
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set; retry with exponential backoff while Kafka is down."""
+        from kafka.structs import TopicPartition
+
+        backoff = 0.5
+        failures = 0  # consecutive failures without progress
+        started = time.monotonic()
+        connected_once = False
+        while not stop.is_set():
+            try:
+                self.connecting = True
+                try:
+                    self._open()
+                except StopRequested:  # SIGTERM during a blocking bootstrap
+                    self._close_consumer(clean=False)
+                    break
+                finally:
+                    self.connecting = False
+                consumer = self._require_consumer()
+                log.info("consumer started", extra={"kafka": self.kafka.redacted()})
+                self._connected(True)
+                progressed = False
+                while not stop.is_set():
+                    fetcher = self._fetcher
+                    # with a fetch process, poll() only runs the group protocol (all paused):
+                    # a blocking poll while joining, else a non-blocking one
+                    quick = fetcher is not None and not group_busy(consumer)
+                    records = consumer.poll(timeout_ms=0 if quick else self.kafka.poll_timeout_ms)
+                    if records:
+                        with self._lock:
+                            self._process(records)
+                    fetched: dict[tuple[str, int], Any] = {}
+                    if fetcher is not None:
+                        fetched = fetcher.poll(self.kafka.poll_timeout_ms / 1000.0)
+                        if fetched:
+                            with self._lock:
+                                self._process({TopicPartition(t, p): recs
+                                               for (t, p), recs in fetched.items()})
+                    if (records or fetched) and not progressed:  # healthy again: reset backoff
+                        progressed, failures, backoff = True, 0, 0.5
+                    # reached: the group coordinator assigned partitions (possibly none) or
+                    # records came. Not consumer.bootstrap_connected(): in kafka-python 3 it is
+                    # True only while the bootstrap is in progress, so a healthy instance that
+                    # never saw it would give up after startup_timeout_seconds.
+                    if not connected_once and (self._joined or records or fetched):
+                        connected_once = True
+                    if not connected_once:
+                        check_startup(self.kafka, started, "no partition assignment from the group")
+                    self._update_lag(consumer)
+                    self._maybe_checkpoint(consumer)
+                self.begin_shutdown()
+                self._close_consumer(clean=True)
+            except StartupTimeout:
+                self._close_consumer(clean=False)
+                self.close()
+                raise
+            except Exception as exc:  # the service stays up: log, back off, reconnect
+                self._ready = False
+                self._connected(False)
+                self.metrics.loop_failed(type(exc).__name__)
+                failures += 1
+                # a failure that repeats without progress in between is an error, not noise
+                log.log(
+                    logging.ERROR if failures >= 2 else logging.WARNING,
+                    "kafka loop failed; retrying",
+                    extra={"error": str(exc) if isinstance(exc, CertmonError) else repr(exc),
+                           "retry_in_s": backoff, "consecutive_failures": failures},
+                    exc_info=not isinstance(exc, CertmonError),
+                )
+                self._close_consumer(clean=False)
+                if not connected_once:
+                    check_startup(self.kafka, started, str(exc) if isinstance(exc, CertmonError)
+                                  else repr(exc))
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
+        self._connected(False)
+        self.close()
+
+    def _connected(self, up: bool) -> None:
+        # certmon_kafka_connected and certmon_up tell the same truth: while the brokers cannot
+        # be reached nothing is processed, so the instance is not "up" for its operators
+        self.metrics.connected(up)
+        if self.ops is not None:
+            self.ops.set_up(up)
+
+    def _close_consumer(self, clean: bool) -> None:
+        consumer, self._consumer = self._consumer, None
+        fetcher, self._fetcher = self._fetcher, None
+        if fetcher is not None:
+            fetcher.close()
+        if consumer is None:
+            return
+        try:
+            if clean:
+                self._maybe_checkpoint(consumer, force=True)
+                self.final_view = self.state_view()
+            self._discard_on_revoke = True
+            with self._lock:
+                self._workers.clear()
+                self.metrics.assigned(0)
+        finally:
+            try:
+                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
+                consumer.close(timeout_ms=int(1000 * wait))
+            except Exception as exc:
+                log.info("consumer close failed", extra={"error": repr(exc)})
+
+    def begin_shutdown(self) -> None:
+        """Start the shutdown budget: later flushes, saves and closes share it."""
+        budget = self.kafka.shutdown_timeout_seconds
+        if not self._budget.begin(budget):
+            return
+        if self._outputs is not None:
+            self._outputs.bound(budget / 3)
+        if self._store is not None and hasattr(self._store, "timeout"):
+            self._store.timeout = budget / 3
+
+    def close(self) -> None:
+        """Flush and close sinks, the producer and the checkpoint store."""
+        self.begin_shutdown()
+        close_outputs(self._sinks.values(), self._outputs, self._store, self._budget)
+        log.info("stopped")
