@@ -353,8 +353,11 @@ class KafkaRunner:
                 while not stop.is_set():
                     fetcher = self._fetcher
                     # with a fetch process, poll() only runs the group protocol (all paused):
-                    # a blocking poll while joining, else a non-blocking one
-                    quick = fetcher is not None and not group_busy(consumer)
+                    # a blocking poll while joining or while no partition is owned (nothing
+                    # to fetch, and a join the heuristic misses still completes), else a
+                    # non-blocking one
+                    quick = (fetcher is not None and bool(self._workers)
+                             and not group_busy(consumer))
                     records = consumer.poll(timeout_ms=0 if quick else self.kafka.poll_timeout_ms)
                     if records:
                         with self._lock:
