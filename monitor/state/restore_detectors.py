@@ -149,7 +149,8 @@ def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) ->
             raise RefusedState(f"{cw}: regression detector disarmed ({e['armed']!r}) in an "
                                f"epoch opened by {e['reason']!r}")
         epoch_rounds = rounds - started
-        assert fresh.regression is not None  # new() always arms one
+        if fresh.regression is None:  # new() always arms one
+            raise RuntimeError("a new certificate epoch has no regression detector")
         _ppi(fresh.regression.to_state(), e["regression"], epoch_rounds,
              f"{cw} regression detector")
         if e["improvement"] is not None:
@@ -173,7 +174,8 @@ def _judge(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) -> 
         dw = f"{where} judge-drift {name} detector"
         exp, got = fresh[name], d.get(name)
         _same(exp, got, [k for k in exp if k not in _DRIFT_STATE], dw)
-        assert isinstance(got, dict)
+        if not isinstance(got, dict):  # _same refuses it first; kept for the type checker
+            raise RefusedState(f"{dw}: malformed state {got!r}")
         warm = got["warm_sums"]
         if isinstance(warm, list) and warm and isinstance(warm[0], int | float) \
                 and warm[0] > rounds:
