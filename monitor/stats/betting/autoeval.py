@@ -201,7 +201,6 @@ class AutoEvalTest:
                 raise ValueError("initial_weights must be positive, finite and one per rho")
             w0_list = (w0 / w0.sum()).tolist()
         self._rhos = rs
-        self._rhos_arr = np.array(self._rhos)
         self._log_w0 = [math.log(v) for v in w0_list]
         self._uniform = len(set(self._log_w0)) == 1  # same rule in from_state (determinism)
         self._pl: PlugInEProcess | None = None
@@ -326,12 +325,12 @@ class AutoEvalTest:
         """
         if self._pl is not None:
             return self._pl.rho
-        return float(np.dot(self.rho_weights, self._rhos_arr))
+        return float(np.dot(self.rho_weights, np.array(self._rhos)))
 
     @property
     def rhos(self) -> np.ndarray:
         """Reliance factors, shape (S,)."""
-        return self._rhos_arr.copy()
+        return np.array(self._rhos)
 
     @property
     def log_threshold(self) -> float:
@@ -444,7 +443,7 @@ class AutoEvalTest:
         t = self.rounds
         if t == 0:
             return np.full(len(self._rhos), math.nan)
-        return (self._sum_human + self._rhos_arr * self._sum_shift) / t
+        return (self._sum_human + np.array(self._rhos) * self._sum_shift) / t
 
     @property
     def mean_human(self) -> float:
