@@ -1,10 +1,11 @@
 r"""Configuration: one TOML file, validated once by pydantic at the boundary.
 
 What lives here: :mod:`~monitor.config.settings` (the whole file: suites, checkpoint, metrics,
-sinks, source; loading and ``--set`` overrides), :mod:`~monitor.config.sections` (certificate and
-strata sections, shared field types) and :mod:`~monitor.config.kafka` (the ``[kafka]`` section;
-no Kafka client import). May import: pydantic, :mod:`monitor.errors`, :mod:`monitor.selection`;
-never :mod:`monitor.stats` internals, state or I/O wiring.
+sinks, source), :mod:`~monitor.config.loading` (TOML, ``--set`` overrides, errors),
+:mod:`~monitor.config.sections` (certificate and strata sections, shared field types) and
+:mod:`~monitor.config.kafka` (the ``[kafka]`` section; no Kafka client import). May import:
+pydantic, :mod:`monitor.errors`, :mod:`monitor.selection`; never :mod:`monitor.stats`
+internals, state or I/O wiring.
 
 Examples
 --------
@@ -18,6 +19,7 @@ Examples
 from __future__ import annotations
 
 from monitor.config.kafka import KafkaConfig, KafkaTopics
+from monitor.config.loading import apply_override, load_config, parse_config
 from monitor.config.sections import METHODS, CertificateConfig, StrataConfig
 from monitor.config.settings import (
     AlertmanagerConfig,
@@ -28,9 +30,6 @@ from monitor.config.settings import (
     SinksConfig,
     SourceConfig,
     SuiteConfig,
-    apply_override,
-    load_config,
-    parse_config,
 )
 
 __all__ = [

@@ -1,10 +1,12 @@
-r"""Configuration: one TOML file validated by pydantic, with ``--set key=value`` overrides.
+r"""Configuration sections: one TOML file validated by pydantic.
 
+:mod:`monitor.config.loading` reads it, with ``--set key=value`` overrides.
 The minimal file of the engine issue is accepted as is; every other key has a default.
 Unknown keys are errors (a typo must not silently fall back to a default).
 
 Examples
 --------
+>>> from monitor.config.loading import parse_config
 >>> minimal = '''
 ... [[suites]]
 ... name = "*"
@@ -27,20 +29,16 @@ monitor.errors.ConfigError: <config>: suites.0.audit_rate: Input should be less 
 from __future__ import annotations
 
 import fnmatch
-import tomllib
-from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
-    ValidationError,
     model_serializer,
     model_validator,
 )
 
 from monitor.config.kafka import KafkaConfig
-from monitor.errors import ConfigError
 from monitor.selection import SelectionSettings
 
 # the certificate and strata sections are re-exported by the package (monitor.config), not here
@@ -53,9 +51,6 @@ __all__ = [
     "SinksConfig",
     "SourceConfig",
     "SuiteConfig",
-    "apply_override",
-    "load_config",
-    "parse_config",
 ]
 
 from monitor.config.sections import (
@@ -337,125 +332,3 @@ class CertmonConfig(_Section):
     source: SourceConfig = SourceConfig()
     events: EventsConfig = EventsConfig()
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def apply_override(doc: dict[str, Any], override: str) -> None:
-    """Apply one ``dotted.path=value`` override to a raw TOML document in place.
-
-    The value is parsed as a TOML literal (``9100``, ``0.1``, ``true``, ``["a", "b"]``,
-    ``"text"``); if it is not a valid literal it is taken as a plain string. Integer path
-    parts index lists; missing tables are created.
-
-    Raises
-    ------
-    ConfigError
-        Malformed override or a path that does not fit the document.
-
-    Examples
-    --------
-    >>> d = {"suites": [{"name": "a"}]}
-    >>> apply_override(d, "suites.0.audit_rate=0.1"); apply_override(d, "sinks.alerts=file:/tmp/a")
-    >>> d
-    {'suites': [{'name': 'a', 'audit_rate': 0.1}], 'sinks': {'alerts': 'file:/tmp/a'}}
-    """
-    key, sep, raw = override.partition("=")
-    key = key.strip()
-    if not sep or not key or any(not p for p in key.split(".")):
-        raise ConfigError(f"--set {override!r}: expected key=value with a dotted key")
-    parts = key.split(".")
-    node: Any = doc
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        where = ".".join(parts[: i + 1])
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"--set {key}: {where} is not an index of a list of {len(node)}")
-            if last:
-                node[int(part)] = _parse_value(raw.strip())
-            else:
-                node = node[int(part)]
-        elif isinstance(node, dict):
-            if last:
-                node[part] = _parse_value(raw.strip())
-            else:
-                node = node.setdefault(part, {})
-        else:
-            raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a table")
-
-
-def _secret(loc: str) -> bool:
-    """Whether a setting's value must never appear in a message.
-
-    Examples
-    --------
-    >>> _secret("kafka.sasl_plain_password"), _secret("metrics.port")
-    (True, False)
-    """
-    return any(w in loc.lower() for w in ("password", "secret", "token", "key"))
-
-
-def _format_errors(exc: ValidationError) -> str:
-    parts = []
-    for e in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
-        if e["type"] == "value_error" or isinstance(e.get("input"), dict) or _secret(loc):
-            got = ""  # a secret is never echoed, even a mistyped one
-        parts.append(f"{loc}: {msg}{got}")
-    return "; ".join(parts)
-
-
-def parse_config(
-    text: str, overrides: list[str] | tuple[str, ...] = (), source: str = "<config>"
-) -> CertmonConfig:
-    r"""Parse TOML text plus overrides into a :class:`CertmonConfig`.
-
-    Raises
-    ------
-    ConfigError
-        One line naming the source, the key path and the problem.
-
-    Examples
-    --------
-    >>> parse_config("[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\nb=1")
-    Traceback (most recent call last):
-    ...
-    monitor.errors.ConfigError: <config>: suites.0.certificates.0.b: Extra inputs are not permitted
-    """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
-    for ov in overrides:
-        apply_override(doc, ov)
-    try:
-        return CertmonConfig.model_validate(doc)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: {_format_errors(exc)}") from None
-
-
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CertmonConfig:
-    """Read and validate a TOML configuration file.
-
-    Examples
-    --------
-    >>> load_config("/nonexistent.toml")
-    Traceback (most recent call last):
-    ...
-    monitor.errors.ConfigError: cannot read config /nonexistent.toml: No such file or directory
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"cannot read config {path}: not UTF-8 text") from None
-    return parse_config(text, overrides, source=str(path))
