@@ -20,8 +20,6 @@ import time
 import traceback
 from typing import NoReturn
 
-import numpy as np
-
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.files import FileSource
@@ -29,11 +27,11 @@ from consumers.inspection import inspect_lines
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
+from consumers.simulate_cli import cmd_simulate
 from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
-from monitor.errors import CertmonError, CheckpointError, ConfigError
+from monitor.errors import CertmonError, CheckpointError
 from monitor.metrics.operational import package_version
-from monitor.simulate import DEFAULT_MODELS, SimModel, SimStratum, SimulationSpec, iter_jsonl
 from monitor.sinks import open_sink
 
 __all__ = ["DEMO_TOML", "build_parser", "console_main", "main", "replay_summary"]
@@ -219,77 +217,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in replay_summary(runner.engine.counters, 0.0, "", None if spec == "none"
                                else spec.removeprefix("file:"))[1:]:  # rejected, unrouted
         print(line, file=sys.stderr)
-    return 0
-
-
-# ---------------------------------------------------------------------- simulate
-def _parse_model(text: str) -> SimModel:
-    try:
-        return SimModel.parse(text)
-    except ValueError as exc:
-        raise ConfigError(f"--model {text!r}: {exc}") from None
-
-
-def _parse_stratum(text: str) -> SimStratum:
-    try:
-        return SimStratum.parse(text)
-    except ValueError as exc:
-        raise ConfigError(f"--strata {text!r}: {exc}") from None
-
-
-def _spec(args: argparse.Namespace, examples: int, models: tuple[SimModel, ...]) -> SimulationSpec:
-    strata = tuple(_parse_stratum(t) for t in getattr(args, "strata", None) or ())
-    try:
-        return SimulationSpec(
-            suite=args.suite,
-            models=models,
-            examples=examples,
-            audit_rate=args.audit_rate,
-            audit_mode=args.audit_mode,
-            audit_salt=args.audit_salt,
-            label_delay_mean=args.label_delay,
-            label_first_fraction=args.label_first,
-            unsolicited_rate=args.unsolicited,
-            drift_at=args.drift_at,
-            ts_format=args.ts_format,
-            max_events=args.events,
-            strata=strata,
-            label_all=bool(getattr(args, "label_all", False)),
-        )
-    except ValueError as exc:
-        raise ConfigError(f"simulate: {exc}") from None
-
-
-def cmd_simulate(args: argparse.Namespace) -> int:
-    """Write a synthetic event stream as JSONL."""
-    models = tuple(_parse_model(m) for m in args.model) if args.model else DEFAULT_MODELS
-    examples = args.examples
-    if examples is None:
-        labelled = 1.0 if args.label_all else args.audit_rate + args.unsolicited
-        per_example = len(models) * (1 + labelled)
-        examples = int((args.events or 10_000 * per_example) / per_example * 1.05) + 10
-    spec = _spec(args, examples, models)
-    rng = np.random.default_rng(args.seed)
-    n = 0
-    try:
-        out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
-    except OSError as exc:
-        raise CertmonError(f"cannot write {args.out}: {exc.strerror}") from None
-    try:
-        buf: list[bytes] = []
-        for line in iter_jsonl(spec, rng):
-            buf.append(line)
-            n += 1
-            if len(buf) >= 4096:
-                out.write(b"".join(buf))
-                buf.clear()
-        out.write(b"".join(buf))
-        out.flush()
-    finally:
-        if out is not sys.stdout.buffer:
-            out.close()
-    if args.out != "-":
-        print(f"certmon: wrote {n} events to {args.out}", file=sys.stderr)
     return 0
 
 
