@@ -155,9 +155,16 @@ class ModelState:
         certificates: Sequence[CertificateConfig],
         threshold_delta: Callable[[CertificateConfig], float],
         judge: JudgeDrift | None = None,
+        make_group: Callable[[CertificateConfig], CertificateGroup] | None = None,
     ) -> ModelState:
-        """Fresh state with one monitor per certificate x method."""
-        groups = {c.name: build_group(c, threshold_delta(c)) for c in certificates}
+        """Fresh state with one monitor per certificate x method.
+
+        ``make_group`` returns a certificate's fresh group (default: :func:`build_group`; a
+        suite passes one that spawns from a prototype, which is cheaper and shares read-only
+        parts).
+        """
+        groups = {c.name: make_group(c) if make_group is not None
+                  else build_group(c, threshold_delta(c)) for c in certificates}
         monitors: dict[tuple[str, str], RiskMonitor] = {
             (c.name, meth): groups[c.name][meth] for c in certificates for meth in c.methods
         }

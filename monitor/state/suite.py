@@ -70,9 +70,10 @@ from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.judge_drift import JudgeDrift
 from monitor.state.lifecycle import act_on_detectors
-from monitor.state.model import ModelState
+from monitor.state.model import ModelState, build_group
 from monitor.state.strata import UNIFORM, StrataSpec, StrataState
 from monitor.state.views import alert_evidence, model_view
+from monitor.stats.betting.risk_group import CertificateGroup
 
 __all__ = ["SuiteState", "pending_block"]
 
@@ -123,6 +124,8 @@ class SuiteState:
         # Per-model constants of the hot path (pure functions of the name, never stale):
         self._audit_prefix: dict[str, Any] = {}  # model -> sha256 state of salt|suite|model|
         self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
+        # per certificate, a group that never sees a round: new models spawn from it
+        self._protos: dict[str, CertificateGroup] = {}
         self._label_requests = c.label_requests
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
         self._strata = (StrataSpec.from_suite(c, self.threshold_delta)
@@ -137,7 +140,7 @@ class SuiteState:
         c = self.config
         judge = (JudgeDrift.new(c.judge_drift_warmup, c.judge_drift_false_alarm,
                                 c.judge_drift_horizon) if c.judge_drift else None)
-        m = ModelState.new(name, self._certs, self.threshold_delta, judge)
+        m = ModelState.new(name, self._certs, self.threshold_delta, judge, self._fresh_group)
         if self._strata is not None:
             m.strata = StrataState(self._strata)
         return m
@@ -151,6 +154,13 @@ class SuiteState:
         self._rounded_d = self.rounded.data
 
     # ------------------------------------------------------------------ routing
+    def _fresh_group(self, cert: CertificateConfig) -> CertificateGroup:
+        """Return a new model's group for ``cert``, spawned from this suite's prototype."""
+        proto = self._protos.get(cert.name)
+        if proto is None:
+            proto = self._protos[cert.name] = build_group(cert, self.threshold_delta(cert))
+        return proto.spawn()
+
     def threshold_delta(self, cert: CertificateConfig) -> float:
         """Level used by the monitors.
 

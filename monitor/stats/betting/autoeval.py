@@ -17,6 +17,7 @@ predictable plug-in reliance (several) or the fixed reliance (one).
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Literal
 
@@ -220,6 +221,26 @@ class AutoEvalTest:
         self._crossed: int | None = None
         self._sum_human = 0.0
         self._sum_shift = 0.0  # sum over rounds of (b - f), 0 for empty blocks
+
+    def spawn(self) -> AutoEvalTest:
+        """Return a fresh test of this one's configuration (``plugin_up`` only).
+
+        Only a test that has seen no round may be spawned from: the copy shares the read-only
+        parts (rhos, prior weights, bet grids) and owns its e-process and sums. Rule ``wsr``
+        and ``up`` tests read shared e-process rows and are built, not spawned.
+
+        Examples
+        --------
+        >>> proto = AutoEvalTest(0.3, 0.1, "certify", [0.0, 1.0], BetConfig())
+        >>> a = proto.spawn(); a.update(0.0, 0.0, 0.0)
+        >>> proto.spawn().to_state() == proto.to_state(), a.rounds
+        (True, 1)
+        """
+        if self._pl is None:
+            raise ValueError("only plugin_up tests are spawned (others share e-process rows)")
+        new = copy.copy(self)
+        new._pl = self._pl.spawn()
+        return new
 
     # ------------------------------------------------------------------ update
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:

@@ -11,6 +11,7 @@ the default) and :class:`monitor.stats.betting.risk.RiskMonitor`.
 
 from __future__ import annotations
 
+import copy
 import math
 from array import array
 from collections.abc import Sequence
@@ -204,6 +205,28 @@ class BernsteinSequences:
         # the bounds the bets of the current block of _CHUNK rounds are capped with
         self._cap_edges = [(m.lo_edge, m.hi_edge) for m in self.members]
         self._pending = array("d")  # (h, b - f) of buffered rounds
+
+    def spawn(self) -> BernsteinSequences:
+        """Return fresh sequences of this configuration, sharing its read-only row layout.
+
+        Only sequences that have seen no round may be spawned from.
+
+        Examples
+        --------
+        >>> proto = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+        >>> a = proto.spawn(); a.update(0.0, 0.0, 0.1)
+        >>> proto.spawn().to_state() == proto.to_state(), a.rounds
+        (True, 1)
+        """
+        if self.rounds:
+            raise ValueError("spawn from sequences that have seen no round")
+        new = copy.copy(self)
+        new.members = [BernsteinMember(new, m._index, m.rows) for m in self.members]
+        new.total, new.dev = list(self.total), list(self.dev)
+        new.sums = np.zeros_like(self.sums)
+        new._cap_edges = list(self._cap_edges)
+        new._pending = array("d")
+        return new
 
     # ------------------------------------------------------------------ rounds
     def update(self, human: float, judge: float, block_mean: float | None) -> None:

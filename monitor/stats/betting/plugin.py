@@ -32,6 +32,7 @@ Cost: O(G + S) plain-float operations per round (G = 8 to 14 bet cells, S candid
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -226,6 +227,26 @@ class PlugInEProcess:
         self._since = 0  # round from which the running sums count (restart_reliance)
         self._log_e = 0.0
         self._set_rho(0.0 if self._plug else rs[0])
+
+    def spawn(self) -> PlugInEProcess:
+        """Return a fresh process of this one's configuration (a new model's, say).
+
+        Only a process that has seen no round may be spawned from; the copy shares the
+        read-only parts (bet grid, prior, rhos, initial bets) and owns its state.
+
+        Examples
+        --------
+        >>> proto = PlugInEProcess(0.3, 0.1, "certify", [0.0, 1.0], BetConfig())
+        >>> a = proto.spawn(); _ = a.advance(0.0, 0.0)
+        >>> proto.spawn().to_state() == proto.to_state(), a.rounds
+        (True, 1)
+        """
+        if self._rounds or self._since:
+            raise ValueError("spawn from a process that has seen no round")
+        new = copy.copy(self)
+        new._u = list(self._u)  # state: replaced every round, copied to be safe
+        new._sums = [0.0] * 5  # state: updated in place
+        return new
 
     def _set_rho(self, rho: float) -> None:
         self._rho = rho

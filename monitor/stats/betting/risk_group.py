@@ -15,6 +15,7 @@ rhos and one grid over the union of the windows, and exposes per-method
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -242,6 +243,34 @@ class CertificateGroup:
             cs = None if self._grid is None else self._grid.members[j]
             self._members[meth] = GroupedRiskMonitor.from_parts(config, certify, violate, cs)
             self._tests.extend((certify, violate))
+
+    def spawn(self) -> CertificateGroup:
+        """Return a fresh group of this configuration (a new model's), cheaper than building one.
+
+        With ``plugin_up`` (the default) and the Bernstein sequences, the copy shares every
+        read-only part (rhos, rows, bet grids, prior weights, row layout) and owns its tests,
+        sums and bounds; other rules are built anew. Only a group that has seen no round may be
+        spawned from. The result equals a newly built group (``to_state`` and every later
+        round).
+
+        Examples
+        --------
+        >>> proto = CertificateGroup(0.2, 0.1, ["r_eval", "r_autoeval_plus"], BetConfig())
+        >>> a = proto.spawn(); a.update(0.0, 0.0, 0.1)
+        >>> proto.spawn().to_state() == CertificateGroup(
+        ...     0.2, 0.1, ["r_eval", "r_autoeval_plus"], BetConfig()).to_state()
+        True
+        """
+        if self.rounds or self._restarted:
+            raise ValueError("spawn from a group that has seen no round")
+        if not self._plugin or not isinstance(self._grid, BernsteinSequences | None):
+            return CertificateGroup(self._alpha, self._delta, self._methods, self._bet,
+                                    n_rhos=self._n_rhos, cs_grid=self._cs_grid,
+                                    threshold_delta=self._tdelta, cs_kind=self._cs_kind)
+        new = copy.copy(self)
+        new._grid = None if self._grid is None else self._grid.spawn()
+        new._wire([t.spawn() for t in self._tests])
+        return new
 
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Process one round for every method (as :meth:`RiskMonitor.update` on each).

@@ -1,0 +1,56 @@
+"""Groups spawned from a never-updated prototype equal newly built ones and share no state.
+
+New models of a suite are spawned (monitor/state/suite.py): the copy shares read-only parts
+(rhos, bet grids, prior weights, row layout) with the prototype and its siblings, so a state
+container shared by mistake would let one model's rounds leak into another's. These tests
+feed spawned siblings different rounds and compare each with an independently built group.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.risk_group import CertificateGroup
+
+ALL = ["r_eval", "r_autoeval", "r_autoeval_plus"]
+
+
+def rounds(seed: int, n: int) -> list[tuple[float, float, float | None]]:
+    rng = np.random.default_rng(seed)
+    out: list[tuple[float, float, float | None]] = []
+    for _ in range(n):
+        h = float(rng.random() < 0.2)
+        f = h if rng.random() < 0.8 else 1.0 - h
+        out.append((h, f, None if rng.random() < 0.1 else float(rng.random() * 0.5)))
+    return out
+
+
+@pytest.mark.parametrize(("rule", "cs_kind", "cs_grid", "methods"), list(itertools.product(
+    ["plugin_up", "wsr"], ["bernstein", "grid"], [None, 50], [ALL, ["r_autoeval_plus"]])))
+def test_spawned_groups_equal_built_ones_and_share_no_state(
+        rule: str, cs_kind: str, cs_grid: int | None, methods: list[str]) -> None:
+    def build() -> CertificateGroup:
+        return CertificateGroup(0.15, 0.05, methods, BetConfig(rule), n_rhos=4,  # type: ignore[arg-type]
+                                cs_grid=cs_grid, cs_kind=cs_kind)
+
+    proto = build()
+    fresh = proto.to_state()
+    a, b = proto.spawn(), proto.spawn()
+    ref_a, ref_b = build(), build()
+    for i, (ra, rb) in enumerate(zip(rounds(1, 300), rounds(2, 300), strict=True)):
+        a.update(*ra)
+        ref_a.update(*ra)
+        if i % 2:  # b lags and sees other rounds
+            b.update(*rb)
+            ref_b.update(*rb)
+        if i % 50 == 49:
+            assert a.to_state() == ref_a.to_state()
+            assert b.to_state() == ref_b.to_state()
+    assert proto.to_state() == fresh  # the prototype never moves
+    assert proto.spawn().to_state() == fresh
+    with pytest.raises(ValueError, match="no round"):
+        a.spawn()
