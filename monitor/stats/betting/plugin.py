@@ -32,7 +32,6 @@ Cost: O(G + S) plain-float operations per round (G = 8 to 14 bet cells, S candid
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -186,6 +185,10 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
+    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_lam", "_log_e", "_off", "_plug",
+                 "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn", "_side", "_since",
+                 "_sums", "_u")  # one per test and model: no per-instance dict
+
     def __init__(self, alpha: float, delta: float, side: Side, rhos: Sequence[float],
                  bet: BetConfig) -> None:
         if side not in ("certify", "violate"):
@@ -243,7 +246,13 @@ class PlugInEProcess:
         """
         if self._rounds or self._since:
             raise ValueError("spawn from a process that has seen no round")
-        new = copy.copy(self)
+        new = PlugInEProcess.__new__(PlugInEProcess)  # explicit: faster than copy.copy
+        new._alpha, new._delta = self._alpha, self._delta
+        new._side, new._bet = self._side, self._bet
+        new._c, new._rhos, new._plug, new._sgn = self._c, self._rhos, self._plug, self._sgn
+        new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
+        new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
+        new._since, new._log_e = self._since, self._log_e
         new._u = list(self._u)  # state: replaced every round, copied to be safe
         new._sums = [0.0] * 5  # state: updated in place
         return new

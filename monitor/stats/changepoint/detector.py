@@ -22,7 +22,8 @@ over views is again an e-detector.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -121,6 +122,17 @@ def bet_fractions(k: int = 8, lo: float = 0.05, hi: float = 0.9) -> FloatArray:
 
 _DEFAULT_FRACTIONS = bet_fractions()
 _DEFAULT_FRACTIONS.setflags(write=False)  # a shared read-only constant, never state
+
+
+def _tiled(fr: FloatArray, views: int) -> tuple[FloatArray, tuple[float, ...]]:
+    arr = np.tile(fr, views)
+    arr.setflags(write=False)
+    return arr, tuple(float(u) for u in arr.tolist())
+
+
+# the default fractions tiled for one and two views: read-only constants shared by detectors
+_DEFAULT_TILED: Mapping[int, tuple[FloatArray, tuple[float, ...]]] = MappingProxyType(
+    {v: _tiled(_DEFAULT_FRACTIONS, v) for v in (1, 2)})
 
 
 def check_fractions(fr: Sequence[float] | FloatArray) -> FloatArray:
@@ -277,8 +289,10 @@ class RiskIncreaseDetector:
         self._log_a = math.log(self._threshold)
         self._fr = _DEFAULT_FRACTIONS if fractions is None else check_fractions(fractions)
         self._views = views
-        self._frj = np.tile(self._fr, views)
-        self._frj_list = [float(u) for u in self._frj.tolist()]
+        if fractions is None and views in _DEFAULT_TILED:
+            self._frj, self._frj_list = _DEFAULT_TILED[views]
+        else:
+            self._frj, self._frj_list = _tiled(self._fr, views)
         self._log_w = -math.log(self._frj.size)
         self.reset()
 

@@ -13,7 +13,9 @@ import itertools
 import numpy as np
 import pytest
 
+from monitor.stats.betting.autoeval import AutoEvalTest
 from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.risk_group import CertificateGroup
 
 ALL = ["r_eval", "r_autoeval", "r_autoeval_plus"]
@@ -54,3 +56,12 @@ def test_spawned_groups_equal_built_ones_and_share_no_state(
     assert proto.spawn().to_state() == fresh
     with pytest.raises(ValueError, match="no round"):
         a.spawn()
+
+
+def test_spawn_sets_every_slot() -> None:
+    """The explicit copies in ``spawn`` name every slot (a new slot must be added there)."""
+    proto = AutoEvalTest(0.2, 0.1, "violate", [0.0, 0.5, 1.0], BetConfig())
+    child = proto.spawn()
+    for obj, cls in ((child, AutoEvalTest), (child._pl, PlugInEProcess)):
+        missing = [k for k in cls.__slots__ if not hasattr(obj, k)]
+        assert not missing, (cls.__name__, missing)
