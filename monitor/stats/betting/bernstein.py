@@ -28,7 +28,6 @@ __all__ = [
     "N_SUMS",
     "fan_slope",
     "fold_sums",
-    "log_mean_exp_rows",
     "quadratic_bound",
     "quadratic_bound_list",
     "round_terms",
@@ -138,17 +137,3 @@ def quadratic_bound_list(sums: list[list[float]], m: float, upper: bool) -> list
         lin = m * a - b if upper else b - m * a
         out.append(lin + (m * (m * c - 2.0 * d) + e))
     return out
-
-
-def log_mean_exp_rows(x: FloatArray, axis: int) -> FloatArray:
-    """``log(mean(exp(x)))`` along ``axis`` (stabilized): the uniform rho mixture.
-
-    Examples
-    --------
-    >>> round(float(log_mean_exp_rows(np.log(np.array([1.0, 3.0])), 0)), 12) == round(
-    ...     float(np.log(2.0)), 12)
-    True
-    """
-    mx = np.max(x, axis=axis, keepdims=True)
-    out = np.log(np.mean(np.exp(x - mx), axis=axis)) + np.squeeze(mx, axis=axis)
-    return np.asarray(out, dtype=np.float64)

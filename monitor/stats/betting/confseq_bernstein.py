@@ -23,14 +23,14 @@ import numpy.typing as npt
 from monitor.stats.betting.bernstein import (
     N_SUMS,
     fold_sums,
-    log_mean_exp_rows,
     quadratic_bound,
     quadratic_bound_list,
     round_terms,
 )
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
-from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp
+from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp, log_mean_exp_rows
+from monitor.stats.betting.members import MemberBounds
 
 __all__ = ["BernsteinMember", "BernsteinSequences"]
 
@@ -41,7 +41,7 @@ _CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
 _WALK = 4  # points tried one by one before a moving edge is searched all at once
 
 
-class BernsteinMember:
+class BernsteinMember(MemberBounds):
     """One method's sequence inside a :class:`BernsteinSequences`: bounds, validity, rounds.
 
     It offers the read side of a confidence sequence (``lower``, ``upper``, ``valid``,
@@ -56,45 +56,20 @@ class BernsteinMember:
     """
 
     def __init__(self, owner: BernsteinSequences, index: int, rows: slice) -> None:
-        self._owner = owner
+        super().__init__(owner)
+        self._seqs = owner
         self._index = index
         self.rows = rows
-        self.lo_edge = 0
-        self.hi_edge = owner.grid_size
-        self.is_valid = True
-
-    @property
-    def lower(self) -> float:
-        """Lower end of the running intersection (a multiple of ``1 / grid_size``)."""
-        self._owner.flush()
-        return self.lo_edge / self._owner.grid_size
-
-    @property
-    def upper(self) -> float:
-        """Upper end of the running intersection."""
-        self._owner.flush()
-        return self.hi_edge / self._owner.grid_size
-
-    @property
-    def valid(self) -> bool:
-        """False once the running intersection became empty."""
-        self._owner.flush()
-        return self.is_valid
-
-    @property
-    def rounds(self) -> int:
-        """Number of rounds processed."""
-        return self._owner.rounds
 
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Process one round; only the sole member of an owner may (else the owner updates)."""
-        if len(self._owner.members) != 1:
+        if len(self._seqs.members) != 1:
             raise TypeError("a BernsteinMember of several is updated through its owner")
-        self._owner.update(human_loss, judge_loss, block_mean)
+        self._seqs.update(human_loss, judge_loss, block_mean)
 
     def to_state(self) -> dict[str, Any]:
         """Return the owner's state restricted to this member (restorable by ``from_state``)."""
-        return self._owner.member_state(self._index)
+        return self._seqs.member_state(self._index)
 
 
 class BernsteinSequences:
@@ -376,22 +351,25 @@ class BernsteinSequences:
 
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state: parameters, rounds, sums and every member's edges."""
-        self.flush()
-        return {**self._params(), "rhos": list(self.rhos), "members": self._member_idx,
-                "rounds": self.rounds, "wsr_total": list(self.total),
-                "wsr_dev": list(self.dev), "sums": self.sums.tolist(),
-                "edges": [[m.lo_edge, m.hi_edge, m.is_valid, *cap]
-                          for m, cap in zip(self.members, self._cap_edges, strict=True)]}
+        return self._state(range(len(self.members)))
 
     def member_state(self, index: int) -> dict[str, Any]:
         """State of a one-member copy holding member ``index`` only."""
-        d = self.to_state()
-        rows = self.members[index].rows
-        idx = self._member_idx[index]
-        return {**self._params(), "rhos": [self.rhos[i] for i in idx],
-                "members": [list(range(len(idx)))], "rounds": self.rounds,
-                "wsr_total": d["wsr_total"][rows], "wsr_dev": d["wsr_dev"][rows],
-                "sums": self.sums[:, :, rows].tolist(), "edges": [d["edges"][index]]}
+        return self._state([index])
+
+    def _state(self, which: Sequence[int]) -> dict[str, Any]:
+        self.flush()
+        rows = [r for j in which for r in range(self.members[j].rows.start,
+                                                 self.members[j].rows.stop)]
+        own = len(which) == len(self.members)
+        return {**self._params(),
+                "rhos": list(self.rhos) if own else [self.rhos[i] for j in which
+                                                      for i in self._member_idx[j]],
+                "members": [list(m) for m in self._member_idx] if own else [list(range(len(rows)))],
+                "rounds": self.rounds, "wsr_total": [self.total[r] for r in rows],
+                "wsr_dev": [self.dev[r] for r in rows], "sums": self.sums[:, :, rows].tolist(),
+                "edges": [[self.members[j].lo_edge, self.members[j].hi_edge,
+                           self.members[j].is_valid, *self._cap_edges[j]] for j in which]}
 
     @classmethod
     def from_state(cls, d: dict[str, Any]) -> BernsteinSequences:

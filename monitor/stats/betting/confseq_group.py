@@ -32,6 +32,7 @@ from monitor.stats.betting.grid_wealth import (
     may_move_edges,
     update_log_wealth,
 )
+from monitor.stats.betting.members import MemberBounds
 
 __all__ = ["GridMember", "SharedGridWealth"]
 
@@ -41,7 +42,7 @@ _MAX_CHUNK_ROUNDS = 128
 _CHUNK_VALUES = 1 << 16
 
 
-class GridMember:
+class GridMember(MemberBounds):
     """One method's view of a :class:`SharedGridWealth`: its rows, window, bounds and validity.
 
     It offers the read side of :class:`monitor.stats.betting.confseq.HedgedConfidenceSequence`
@@ -57,40 +58,15 @@ class GridMember:
     """
 
     def __init__(self, owner: SharedGridWealth, rows: list[int]) -> None:
-        self._owner = owner
+        super().__init__(owner)
+        self._wealth = owner
         self._idx = rows
         self._rows = slice(rows[0], rows[-1] + 1)  # contiguous rows (checked by the owner)
         self._rhos = np.array([owner.rhos_list[i] for i in rows])
-        self.lo_edge = 0
-        self.hi_edge = owner.grid_size
         self.first = 1
         self.width = owner.grid_size - 1
-        self._valid = True
         self.frozen: tuple[list[float], list[float], FloatArray] | None = None
         self._scratch: FloatArray | None = None
-
-    @property
-    def lower(self) -> float:
-        """Lower end of the running intersection."""
-        self._owner.flush()
-        return self.lo_edge / self._owner.grid_size
-
-    @property
-    def upper(self) -> float:
-        """Upper end of the running intersection."""
-        self._owner.flush()
-        return self.hi_edge / self._owner.grid_size
-
-    @property
-    def valid(self) -> bool:
-        """False once the running intersection became empty."""
-        self._owner.flush()
-        return self._valid
-
-    @property
-    def rounds(self) -> int:
-        """Number of rounds processed."""
-        return self._owner.rounds
 
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Refuse: a member is advanced by its owner only."""
@@ -104,13 +80,13 @@ class GridMember:
     def _scratch_view(self, lw: FloatArray) -> FloatArray:
         if self._scratch is None:  # same shape as HedgedConfidenceSequence's work buffer
             shape = list(lw.shape)
-            shape[2] = self._owner.grid_size - 1
+            shape[2] = self._wealth.grid_size - 1
             self._scratch = np.empty(shape)
         return self._scratch[:, :, : self.width]
 
     def check(self, lw: FloatArray, first: int) -> None:
         """Move the bounds after a wealth update (HedgedConfidenceSequence.update's tail)."""
-        own = self._owner
+        own = self._wealth
         mine = self.window(lw, first)
         if not may_move_edges(mine, self.hi_edge - 1 - self.first, self.lo_edge + 1 - self.first,
                               own.log_threshold):
@@ -122,7 +98,7 @@ class GridMember:
         self.lo_edge = max(self.lo_edge, lo_e)
         self.hi_edge = min(self.hi_edge, hi_e)
         if self.lo_edge >= self.hi_edge:
-            self._valid = False
+            self.is_valid = False
             self.frozen = ([own.total[i] for i in self._idx], [own.dev[i] for i in self._idx],
                            mine.copy())
             self._scratch = None
@@ -145,14 +121,14 @@ class GridMember:
             return min(start, k)  # may_move_edges' "any doubt" cases: check every round
         off = self.first - first
         hits = edge_candidates(wealth[start:], self._rows, col_upper + off, col_lower + off,
-                               self._owner.log_threshold)
+                               self._wealth.log_threshold)
         if hits.size == 0:
             return k
         return start + int(hits[0])
 
     def to_state(self) -> dict[str, Any]:
         """State in the format of :meth:`HedgedConfidenceSequence.to_state` (equal to it)."""
-        own = self._owner
+        own = self._wealth
         own.flush()
         if self.frozen is None:
             total = [own.total[i] for i in self._idx]
@@ -169,7 +145,7 @@ class GridMember:
             "bet": own.bet.to_dict(),
             "grid_size": own.grid_size,
             "rounds": own.rounds,
-            "valid": self._valid,
+            "valid": self.is_valid,
             "lower_edge": self.lo_edge,
             "upper_edge": self.hi_edge,
             "tracked_first": self.first,
@@ -182,12 +158,12 @@ class GridMember:
         """Bounds, window and (if invalid) frozen statistics as plain JSON types."""
         fz = None if self.frozen is None else [self.frozen[0], self.frozen[1],
                                                self.frozen[2].tolist()]
-        return [self.lo_edge, self.hi_edge, self.first, self.width, self._valid, fz]
+        return [self.lo_edge, self.hi_edge, self.first, self.width, self.is_valid, fz]
 
     def load_compact(self, v: Sequence[Any]) -> None:
         """Inverse of :meth:`to_compact`."""
         self.lo_edge, self.hi_edge, self.first, self.width = (int(x) for x in v[:4])
-        self._valid = bool(v[4])
+        self.is_valid = bool(v[4])
         fz = v[5]
         self.frozen = None if fz is None else (
             [float(x) for x in fz[0]], [float(x) for x in fz[1]],
@@ -312,7 +288,7 @@ class SharedGridWealth:
         live = self._live()
         for m in live:
             m.check(lw, self.first)
-        if any(m._valid for m in live):
+        if any(m.is_valid for m in live):
             self._keep(lw, self.first, self._hull())
         else:
             self._dead = True
@@ -352,9 +328,9 @@ class SharedGridWealth:
             for i, m in enumerate(live):
                 if nexts[i] == j:
                     m.check(wealth[j], first)
-                    nexts[i] = m.next_check(wealth, first, j + 1) if m._valid else k
-            nexts = [n for n, m in zip(nexts, live, strict=True) if m._valid]
-            live = [m for m in live if m._valid]
+                    nexts[i] = m.next_check(wealth, first, j + 1) if m.is_valid else k
+            nexts = [n for n, m in zip(nexts, live, strict=True) if m.is_valid]
+            live = [m for m in live if m.is_valid]
             if not live:  # every member is invalid from round j on
                 self._dead = True
                 self._keep(wealth[j], first, before)
@@ -363,7 +339,7 @@ class SharedGridWealth:
         self._keep(wealth[-1], first, self._hull())
 
     def _live(self) -> list[GridMember]:
-        return [m for m in self.members if m._valid]
+        return [m for m in self.members if m.is_valid]
 
     def _hull(self) -> tuple[int, int]:
         """First and last grid point of the union of the valid members' windows."""

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.stats.betting.bets import wsr_scale
-from monitor.stats.betting.grid_wealth import edge_limit
+from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp_rows
 
 __all__ = ["accumulate_wsr_rounds", "edge_candidates", "wsr_rounds_stats"]
 
@@ -118,12 +118,6 @@ def edge_candidates(
     [1]
     """
     limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
-    up = _log_mean_exp_rows(wealth[:, 0, rows, col_upper])
-    low = _log_mean_exp_rows(wealth[:, 1, rows, col_lower])
+    up = log_mean_exp_rows(wealth[:, 0, rows, col_upper], axis=1)
+    low = log_mean_exp_rows(wealth[:, 1, rows, col_lower], axis=1)
     return np.flatnonzero((up >= limit) | (low >= limit))
-
-
-def _log_mean_exp_rows(x: FloatArray) -> FloatArray:
-    """``log(mean(exp(x), axis=1))`` of a 2-D array (row by row, stabilized)."""
-    mx = x.max(axis=1)
-    return np.asarray(mx + np.log(np.exp(x - mx[:, None]).mean(axis=1)), dtype=np.float64)

@@ -28,6 +28,7 @@ __all__ = [
     "grid_points",
     "hull_edges",
     "log_mean_exp",
+    "log_mean_exp_rows",
     "log_mixture",
     "may_move_edges",
     "update_log_wealth",
@@ -277,6 +278,20 @@ def log_mean_exp(values: list[float]) -> float:
     mx = max(values)
     exp = math.exp
     return mx + math.log(sum([exp(v - mx) for v in values]) / len(values))
+
+
+def log_mean_exp_rows(x: FloatArray, axis: int) -> FloatArray:
+    """``log(mean(exp(x)))`` along ``axis`` (stabilized): the uniform rho mixture.
+
+    Examples
+    --------
+    >>> round(float(log_mean_exp_rows(np.log(np.array([1.0, 3.0])), 0)), 12) == round(
+    ...     math.log(2.0), 12)
+    True
+    """
+    mx = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.mean(np.exp(x - mx), axis=axis)) + np.squeeze(mx, axis=axis)
+    return np.asarray(out, dtype=np.float64)
 
 
 def _logsumexp(a: FloatArray, axis: int, scratch: FloatArray | None) -> FloatArray:
