@@ -134,10 +134,12 @@ def kill9(proc: subprocess.Popen[bytes]) -> None:
 
 
 def checkpoint_line(workdir: Path) -> int:
-    ckpts = list((workdir / "ckpt").glob("*.ckpt.json"))
-    if not ckpts:
+    # the manifest (monitor.incremental): the part documents beside it carry no position
+    manifests = [p for p in (workdir / "ckpt").glob("*.ckpt.json") if "%23part%23" not in p.name]
+    if not manifests:
         return -1
-    line: int = json.loads(ckpts[0].read_bytes())["position"]["line"]
+    assert len(manifests) == 1, manifests
+    line: int = json.loads(manifests[0].read_bytes())["position"]["line"]
     return line
 
 
