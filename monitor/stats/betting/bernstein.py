@@ -100,11 +100,11 @@ def fold_sums(sums: FloatArray, terms: FloatArray) -> FloatArray:
     >>> fold_sums(np.array([1.0]), np.array([[0.5], [0.25]])).ravel().tolist()
     [1.5, 1.75]
     """
-    out = np.empty_like(terms)
-    np.add(sums, terms[0], out=out[0])
-    for i in range(1, len(terms)):
-        np.add(out[i - 1], terms[i], out=out[i])
-    return out
+    stacked = np.empty((len(terms) + 1, *terms.shape[1:]))
+    stacked[0] = sums
+    stacked[1:] = terms
+    # accumulate is strictly sequential along the axis: out[i] = out[i - 1] + terms[i]
+    return np.add.accumulate(stacked, axis=0)[1:]
 
 
 def quadratic_bound(sums: FloatArray, m: FloatArray | float, upper: bool) -> FloatArray:

@@ -172,6 +172,9 @@ class BernsteinSequences:
         for j, m in enumerate(self._member_idx):
             self.members.append(BernsteinMember(self, j, slice(start, start + len(m))))
             start += len(m)
+        # each member's rows are contiguous: segment reductions per member (read-only)
+        self._row_starts = np.array([m.rows.start for m in self.members])
+        self._row_counts = np.array([len(m) for m in self._member_idx], dtype=np.float64)
         self.rounds = 0
         self._applied = 0
         self.total = [0.0] * len(src)
@@ -248,23 +251,26 @@ class BernsteinSequences:
             cum.append(fold_sums(self.sums[side], terms.transpose(1, 0, 2)))
         up, low = cum
         stop = [k - 1 if m.is_valid else -1 for m in self.members]
-        nxt = [[self._next_rejection(m, side, up, low, 0) for side in (0, 1)]
-               if m.is_valid else [k, k] for m in self.members]
+        nxt = [[k, k] for _ in self.members]
+        nxt_of = self._next_rejections(up, low, 0, [i for i, m in enumerate(self.members)
+                                                    if m.is_valid])
         while True:
+            for i, first in nxt_of.items():
+                nxt[i] = first
             j = min(min(n) for n in nxt)
             if j >= k:
                 break
+            again = []
             for i, m in enumerate(self.members):
                 if min(nxt[i]) != j:
                     continue
-                moved = self._move(m, up[j], low[j])
+                self._move(m, up[j], low[j])
                 if not m.is_valid:
                     stop[i] = j  # an empty intersection freezes the member's statistics
                     nxt[i] = [k, k]
-                    continue
-                for side in (0, 1):
-                    if nxt[i][side] == j or moved[side]:
-                        nxt[i][side] = self._next_rejection(m, side, up, low, j + 1)
+                else:  # both sides from the next round (an unmoved side's answer is > j)
+                    again.append(i)
+            nxt_of = self._next_rejections(up, low, j + 1, again)
         for i, m in enumerate(self.members):
             if stop[i] >= 0:
                 rows = m.rows
@@ -278,26 +284,36 @@ class BernsteinSequences:
         """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""
         return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
 
-    def _next_rejection(self, m: BernsteinMember, side: int, up: FloatArray, low: FloatArray,
-                        start: int) -> int:
-        """First round ``>= start`` whose ``side`` test rejects the point inside its edge.
+    def _next_rejections(self, up: FloatArray, low: FloatArray, start: int,
+                         which: list[int]) -> dict[int, list[int]]:
+        """First round ``>= start`` whose upper / lower test rejects the point inside its edge.
 
-        A vectorized filter (numpy, margin far above rounding) finds the candidate rounds; the
-        decision is :meth:`_rejects` in Python floats, so it never depends on the batching.
-        Returns ``len(up)`` if there is none.
+        For each member index in ``which``: ``[upper, lower]``, ``len(up)`` where there is
+        none. One vectorized filter (numpy, margin far above rounding) covers every member and
+        both sides; each candidate is decided by :meth:`_rejects` in Python floats, so the
+        result never depends on the batching.
         """
         k = len(up)
-        if start >= k:
-            return k
+        out = {i: [k, k] for i in which}
+        if start >= k or not which:
+            return out
+        points = np.array([[self._edge_point(m, side) for m in self.members]
+                           for side in (0, 1)])[:, self._row_member]  # (2, R)
+        q = np.stack([quadratic_bound(up[start:].transpose(1, 0, 2), points[0], True),
+                      quadratic_bound(low[start:].transpose(1, 0, 2), points[1], False)])
+        mx = np.maximum.reduceat(q, self._row_starts, axis=2)  # (2, k', members)
+        mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, self._row_member]), self._row_starts,
+                                     axis=2) / self._row_counts) + mx
         limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
-        sums = (up if side == 0 else low)[start:, :, m.rows].transpose(1, 0, 2)
-        mix = log_mean_exp_rows(quadratic_bound(sums, self._edge_point(m, side), side == 0),
-                                axis=1)
-        for i in np.flatnonzero(mix >= limit).tolist():
-            if self._rejects(m, side, (up if side == 0 else low)[start + i],
-                             self._edge_point(m, side)):
-                return start + i
-        return k
+        for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
+            first = out.get(int(i))
+            if first is None or first[side] < k:  # not asked for, or already found
+                continue
+            m = self.members[int(i)]
+            if self._rejects(m, int(side), (up if side == 0 else low)[start + int(r)],
+                             self._edge_point(m, int(side))):
+                first[side] = start + int(r)
+        return out
 
     def _rejects(self, m: BernsteinMember, side: int, sums: FloatArray, point: float) -> bool:
         """Decide exactly (Python floats) whether ``side``'s mixture rejects ``point``."""

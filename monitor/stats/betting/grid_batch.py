@@ -85,17 +85,16 @@ def wsr_rounds_stats(
     """
     k = len(qs)
     t = np.arange(t0 + 1, t0 + k + 1)
+    # add.accumulate is strictly sequential along the axis (running sums, never pairwise)
     sums = np.empty((k + 1, qs.shape[1]))
     sums[0] = total
     sums[1:] = qs
-    for i in range(1, k + 1):
-        np.add(sums[i - 1], sums[i], out=sums[i])
+    sums = np.add.accumulate(sums, axis=0)
     err = qs - (np.array(mu0) + sums[1:]) / (t + 1)[:, None]
     devs = np.empty_like(sums)
     devs[0] = dev
     np.multiply(err, err, out=devs[1:])
-    for i in range(1, k + 1):
-        np.add(devs[i - 1], devs[i], out=devs[i])
+    devs = np.add.accumulate(devs, axis=0)
     scale = np.array([wsr_scale(log_inv_delta, int(tt), horizon) for tt in t.tolist()])
     lams = np.sqrt(scale[:, None] / ((np.array(var0) + devs[:-1]) / t[:, None]))
     return lams, sums[1:], devs[1:]

@@ -122,6 +122,7 @@ def bet_fractions(k: int = 8, lo: float = 0.05, hi: float = 0.9) -> FloatArray:
 
 _DEFAULT_FRACTIONS = bet_fractions()
 _DEFAULT_FRACTIONS.setflags(write=False)  # a shared read-only constant, never state
+_DEFAULT_FRS = tuple(float(u) for u in _DEFAULT_FRACTIONS.tolist())
 
 
 def _tiled(fr: FloatArray, views: int) -> tuple[FloatArray, tuple[float, ...]]:
@@ -200,6 +201,39 @@ def _float_views(x: float | Sequence[float] | FloatArray, views: int, name: str)
             isinstance(v, (int, float)) and math.isfinite(v) for v in x):
         return [float(v) for v in x]
     return [float(v) for v in as_views(x, views, name).tolist()]  # raises the precise error
+
+
+def _round_views(
+    x: float | Sequence[float] | FloatArray,
+    lo: float | Sequence[float] | FloatArray,
+    views: int,
+    alpha: float,
+) -> tuple[Sequence[float], Sequence[float]]:
+    """One round's observations and lower bounds as floats, checked (``lo < alpha``, ``x >= lo``).
+
+    Lists of plain finite floats (the per-round path) are returned as they are; anything else
+    goes through :func:`as_views`, whose errors are the precise ones.
+    """
+    if type(x) is float and type(lo) is float and views == 1:
+        xs: Sequence[float] = (x,)
+        los: Sequence[float] = (lo,)
+    elif type(x) is list and type(lo) is list and len(x) == views and len(lo) == views:
+        xs, los = x, lo
+    else:
+        xs, los = _float_views(x, views, "x"), _float_views(lo, views, "lo")
+    inf = math.inf
+    for xv, lv in zip(xs, los, strict=True):
+        # NaN fails every comparison; ints and bools take the slow path (converted)
+        if not (type(xv) is float and type(lv) is float and -inf < lv < alpha
+                and lv <= xv < inf):
+            xs, los = _float_views(x, views, "x"), _float_views(lo, views, "lo")
+            for xf, lf in zip(xs, los, strict=True):
+                if not lf < alpha:
+                    raise ValueError(f"lo must be < alpha={alpha}, got {list(los)}")
+                if xf < lf:
+                    raise ValueError(f"x={list(xs)} below its lower bound lo={list(los)}")
+            break
+    return xs, los
 
 
 def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
@@ -287,12 +321,15 @@ class RiskIncreaseDetector:
         self._kind: Kind = kind
         self._threshold = threshold_from(arl, p, horizon)
         self._log_a = math.log(self._threshold)
+        self._log_a_near = self._log_a - 1e-9 * (1.0 + abs(self._log_a))
         self._fr = _DEFAULT_FRACTIONS if fractions is None else check_fractions(fractions)
         self._views = views
         if fractions is None and views in _DEFAULT_TILED:
             self._frj, self._frj_list = _DEFAULT_TILED[views]
         else:
             self._frj, self._frj_list = _tiled(self._fr, views)
+        # one view's fractions as floats (the default ones shared)
+        self._frs = _DEFAULT_FRS if fractions is None else tuple(self._fr.tolist())
         self._log_w = -math.log(self._frj.size)
         self.reset()
 
@@ -412,36 +449,37 @@ class RiskIncreaseDetector:
         ValueError
             If a value is not finite, ``lo >= alpha`` or ``x < lo``.
         """
-        xs = _float_views(x, self._views, "x")
-        los = _float_views(lo, self._views, "lo")
         alpha = self._alpha
-        for xv, lv in zip(xs, los, strict=True):
-            if not lv < alpha:
-                raise ValueError(f"lo must be < alpha={alpha}, got {los}")
-            if xv < lv:
-                raise ValueError(f"x={xs} below its lower bound lo={los}")
+        xs, los = _round_views(x, lo, self._views, alpha)
         self._rounds += 1
         t = self._rounds
-        k = self._fr.size
-        sr, cu, start, seg, fr = self._log_sr, self._log_cu, self._start, self._seg, self._frj_list
+        sr, cu, start, seg = self._log_sr, self._log_cu, self._start, self._seg
+        frs = self._frs
         log1p, exp = math.log1p, math.exp
-        for j in range(len(sr)):  # the kernel of advance_components, on floats, same order
-            xv = xs[j // k]
-            log_l = log1p(fr[j] / (alpha - los[j // k]) * (xv - alpha))
-            a = sr[j]
-            sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
-            c = cu[j]
-            if c <= 0.0:
-                cu[j] = log_l + 0.0
-                start[j] = t
-                seg[j] = xv
-            else:
-                cu[j] = log_l + c
-                seg[j] = seg[j] + xv
+        j = 0
+        for xv, lv in zip(xs, los, strict=True):  # advance_components on floats, same order
+            den = alpha - lv
+            dx = xv - alpha
+            for f in frs:
+                log_l = log1p(f / den * dx)
+                a = sr[j]
+                sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
+                c = cu[j]
+                if c <= 0.0:
+                    cu[j] = log_l + 0.0
+                    start[j] = t
+                    seg[j] = xv
+                else:
+                    cu[j] = log_l + c
+                    seg[j] = seg[j] + xv
+                j += 1
         tot = self._total
         for v in range(self._views):
             tot[v] = tot[v] + xs[v]
-        if self._alarm_round is None and self.log_statistic >= self._log_a:
+        # the mixture (a mean) is at most its largest component: the exact value is only
+        # needed near the threshold (the margin is far above the rounding of the mean)
+        if self._alarm_round is None and max(sr if self._kind == "sr" else cu) >= (
+                self._log_a_near) and self.log_statistic >= self._log_a:
             self._alarm_round = t
 
     # ------------------------------------------------------------------ state
