@@ -5,8 +5,11 @@ Measured: `certmon replay --config examples/minimal.toml` in-process (reading, v
 dedupe/audit/join, rounds into 3 methods x (certify, violate, confidence sequence), writing
 STATE.json), plus a breakdown (validation only; engine without file I/O).
 
+With ``--rounds``: where a round's time goes (each stage timed by a wrapper on a second engine
+run; the wrappers add about a microsecond per call, so read the shares, not the sum).
+
 Usage: python benchmarks/replay_throughput.py [--events 1000000] [--config examples/minimal.toml]
-       [--repeat 2]
+       [--repeat 2] [--rounds]
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,11 +73,55 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.2f}/{os.cpu_count()} CPUs"
 
 
+def round_stages(cfg: Any, lines: list[bytes], rounds: int) -> None:
+    """Print the time per round of each stage (wrapped methods, on a fresh engine)."""
+    from monitor.state.epochs import CertificateEpochs
+    from monitor.state.judge_drift import JudgeDrift
+    from monitor.state.suite import SuiteState
+    from monitor.stats.betting.autoeval import AutoEvalTest
+    from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+    from monitor.stats.betting.risk_group import CertificateGroup
+
+    stages = [(SuiteState, "_round", "round, all stages"),
+              (CertificateGroup, "update", "  certificate group"),
+              (AutoEvalTest, "advance", "    e-processes (certify, violate per method)"),
+              (BernsteinSequences, "update", "    confidence sequences"),
+              (CertificateEpochs, "update", "  regression detector"),
+              (JudgeDrift, "update", "  judge-drift detectors"),
+              (SuiteState, "_refresh", "  statuses and alerts"),
+              (SuiteState, "_lifecycle", "  detector actions")]
+    spent: dict[str, float] = dict.fromkeys([s[2] for s in stages], 0.0)
+    originals = [(cls, name, getattr(cls, name)) for cls, name, _ in stages]
+
+    def timed(fn: Any, label: str) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] += time.perf_counter() - t
+        return call
+
+    try:
+        for (cls, name, label), (_, _, fn) in zip(stages, originals, strict=True):
+            setattr(cls, name, timed(fn, label))
+        eng = Engine(cfg)
+        for line in lines:
+            eng.process(line)
+    finally:
+        for cls, name, fn in originals:
+            setattr(cls, name, fn)
+    print(f"time per round ({rounds} rounds; wrappers add ~1 us per call):")
+    for label, secs in spent.items():
+        print(f"  {label:48s} {secs / rounds * 1e6:8.1f} us")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--config", default=str(ROOT / "examples" / "minimal.toml"))
     ap.add_argument("--repeat", type=int, default=2, help="replay runs (best is reported)")
+    ap.add_argument("--rounds", action="store_true", help="also time each stage of a round")
     args = ap.parse_args()
     cfg = load_config(args.config)
     audit_rate = cfg.suites[0].audit_rate
@@ -138,6 +186,8 @@ def main() -> None:
           f"{loads['no rounds']})")
     print(f"load average at start: {loads['start']}; wall-clock rates drop when other "
           f"processes compete for the {os.cpu_count()} CPUs")
+    if args.rounds:
+        round_stages(cfg, lines, rounds)
     target = 100_000
     print(f"target {target:,} events/s: {'met' if replay_rate >= target else 'NOT met'}")
 
