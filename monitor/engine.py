@@ -38,7 +38,8 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -107,17 +108,23 @@ class Engine:
     config : CertmonConfig
         Suites are routed to the first ``[[suites]]`` entry whose name or glob matches;
         events of other suites (or of unlisted models) are counted as ``unrouted``.
+    clock : callable, optional
+        Wall clock in Unix seconds (default :func:`time.time`), read only for an event
+        stamped more than ``events.max_ts_jump_seconds`` ahead of its suite's event time.
 
     Notes
     -----
     Guarantees: each event is validated once; rejected events and duplicates never change
     certificate state; the audit decision depends only on identifiers (or the event's
     ``audit`` flag); each round uses one audited unit and one fresh synthetic block.
-    Outputs are deterministic functions of the per-suite event order.
+    Outputs are deterministic functions of the per-suite event order (and, for events
+    stamped more than ``events.max_ts_jump_seconds`` in the future, of the clock: they are
+    dead-lettered as ``implausible_ts``).
     """
 
-    def __init__(self, config: CertmonConfig) -> None:
+    def __init__(self, config: CertmonConfig, clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        self._clock = clock  # wall clock (Unix seconds): only far-future event times read it
         self._max_bytes = config.events.max_bytes
         self._max_jump = config.events.max_ts_jump_seconds
         self._max_id_bytes = config.events.max_id_bytes
@@ -268,19 +275,17 @@ class Engine:
             self._reject(ev, raw)
             return ev
         suite = self._suites.get(ev.suite)
+        if ev.ts - (-math.inf if suite is None else suite.watermark) > self._max_jump:
+            rej = self._implausible_ts(ev, suite)  # checked first: it creates nothing
+            if rej is not None:
+                self._reject(rej, raw)
+                return rej
         if suite is None or ev.model not in suite.models:
             admitted = self._admit(ev, suite)
             if isinstance(admitted, Rejection):
                 self._reject(admitted, raw)
                 return admitted
             suite = admitted
-        if (suite is not None and ev.ts - suite.watermark > self._max_jump
-                and suite.watermark != -math.inf):  # the first event sets the event time
-            rej = Rejection("implausible_ts", f"ts {ev.ts!r} is more than "
-                            f"{self._max_jump:g} s ahead of suite {ev.suite!r} event time "
-                            f"{suite.watermark!r} (events.max_ts_jump_seconds)")
-            self._reject(rej, raw)
-            return rej
         if suite is None:
             if not self._selection.owns(ev.suite):
                 self.unrouted += 1
@@ -306,6 +311,23 @@ class Engine:
             return None
         self.duplicates[dup] += 1
         return dup
+
+    def _implausible_ts(self, ev: Event, suite: SuiteState | None) -> Rejection | None:
+        """Return the rejection of an event stamped far in the future, or None.
+
+        Implausible means more than ``events.max_ts_jump_seconds`` ahead of both the suite's
+        event time (the largest accepted ``ts``) and the wall clock: one far-future event
+        cannot move the event time and expire every pending join, while an honest suite that
+        was silent for longer than the bound, or a replay of past data, is never refused
+        (its times are not in the future).
+        """
+        now = self._clock()
+        if not ev.ts - now > self._max_jump:
+            return None
+        where = "" if suite is None else (
+            f" and of suite {ev.suite!r} event time {suite.watermark!r}")
+        return Rejection("implausible_ts", f"ts {ev.ts!r} is more than {self._max_jump:g} s "
+                         f"ahead of the clock ({now:.0f}){where} (events.max_ts_jump_seconds)")
 
     def _reject(self, rej: Rejection, raw: bytes) -> None:
         """Count a rejection, attributed to its model when that model already exists.
@@ -379,8 +401,9 @@ class Engine:
         return ProcessResult(requests=self._selection.start(ts))
 
     @classmethod
-    def restore(cls, config: CertmonConfig, snapshot: dict[str, Any]) -> Engine:
-        """Rebuild an engine from :meth:`snapshot` output.
+    def restore(cls, config: CertmonConfig, snapshot: dict[str, Any],
+                clock: Callable[[], float] = time.time) -> Engine:
+        """Rebuild an engine from :meth:`snapshot` output (``clock``: as in the constructor).
 
         Raises
         ------
@@ -395,7 +418,7 @@ class Engine:
                 f"not a version-1 engine snapshot (kind={snapshot.get('kind')!r}, "
                 f"version={snapshot.get('version')!r})"
             )
-        eng = cls(config)
+        eng = cls(config, clock)
         if snapshot.get("config_fingerprint") != eng._fingerprint:
             raise CheckpointError(
                 "checkpoint was written with a different [[suites]]/[events] configuration; "
@@ -420,6 +443,10 @@ class Engine:
                 check_suite_detectors(cfg, sd)
                 check_suite_strata(cfg, sd, threshold_delta)
                 suite = SuiteState.from_dict(cfg, sd)
+                if suite.watermark - eng._clock() > eng._max_jump:  # as _implausible_ts
+                    raise RefusedState(f"suite {suite.name!r} event time {suite.watermark!r}"
+                                       f" is more than {eng._max_jump:g} s ahead of the clock "
+                                       "(events.max_ts_jump_seconds)")
                 check_restored_suite(cfg.multiplicity, suite.models)
                 check_suite_detectors(cfg, sd, suite.models)
                 eng._suites[str(sd["name"])] = suite

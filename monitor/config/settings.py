@@ -297,10 +297,11 @@ class SourceConfig(_Section):
 class EventsConfig(_Section):
     """Event validation limits.
 
-    ``max_ts_jump_seconds``: an event stamped more than this ahead of its suite's event
-    time (the largest ``ts`` seen) is dead-lettered as ``implausible_ts`` instead of moving
-    the event time, so one bad clock or forged event cannot expire every pending join.
-    Raise it if an honest suite can be silent for longer.
+    ``max_ts_jump_seconds``: an event stamped more than this ahead of both its suite's
+    event time (the largest ``ts`` accepted) and the wall clock is dead-lettered as
+    ``implausible_ts`` instead of moving the event time, so one bad clock or forged event
+    cannot expire every pending join. Events that are not in the future (a suite silent for
+    longer than the bound, a replay of past data) are never refused by it.
 
     Cardinality limits (state is created only by accepted events, and only within them):
     ``max_id_bytes`` bounds the UTF-8 length of ``event_id``, ``example_id``, ``suite`` and
