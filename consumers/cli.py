@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--requests-out", help="label requests JSONL file (- for stdout)")
     r.add_argument("--dead-letters-out",
                    help="dead letters JSONL file (- for stdout): rejected lines, with reason and "
-                        "raw bytes; without it (and no sinks.dead_letters) they are dropped")
+                        "raw bytes (default: sinks.dead_letters, stderr unless configured)")
     r.add_argument("--checkpoint-dir", help="checkpoint as it goes; a rerun resumes from it")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
     r.set_defaults(func=cmd_replay)

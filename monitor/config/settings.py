@@ -262,6 +262,10 @@ class AlertmanagerConfig(_Section):
 class SinksConfig(_Section):
     """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
 
+    Dead letters (rejected events: reason, detail, raw bytes, source position) go to stderr
+    unless configured otherwise, so bad input is never silently lost; ``"none"`` drops them
+    (they are still counted in ``certmon_events_rejected_total``).
+
     ``alerts`` may also be ``"alertmanager:URL[,URL2...]"`` (push to Alertmanager's v2 API),
     or a list of specifications: every alert then goes to each, e.g.
     ``["kafka", "alertmanager:http://alertmanager:9093"]``.
@@ -269,7 +273,7 @@ class SinksConfig(_Section):
 
     alerts: str | Annotated[list[_Name], Field(min_length=1)] = "stdout"
     requests: str = "none"
-    dead_letters: str = "none"
+    dead_letters: str = "stderr"
     alertmanager: AlertmanagerConfig = AlertmanagerConfig()
 
     @property

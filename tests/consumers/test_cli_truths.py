@@ -74,8 +74,19 @@ def test_replay_summary_reports_rejected_and_unrouted(
     total = json.loads((tmp_path / "s.json").read_text())["counters"]["events_in"]
     assert f"{total} events" in err
     assert f"(2 rejected, 0 duplicate, {total - 2} unrouted)" in err
-    assert "rerun with --dead-letters-out FILE" in err
+    # nothing is lost by default: the dead letters (reason, raw bytes) went to stderr
+    assert "raw lines and reasons written to stderr" in err
+    dead_lines = [json.loads(line) for line in err.splitlines() if line.startswith('{"reason"')]
+    assert len(dead_lines) == 2 and all(d["raw"] and d["reason"] for d in dead_lines)
     assert "no configured suite/model" in err and "not dead-lettered" in err
+
+    # dropping them is an explicit choice, and the summary says so
+    assert main(["replay", "--config", str(write_config(tmp_path, OTHER_SUITE + """
+[sinks]
+dead_letters = "none"
+""")), "--input", str(events), "--state-out", str(tmp_path / "s0.json")]) == 0
+    err = capsys.readouterr().err
+    assert "rerun with --dead-letters-out FILE" in err and '{"reason"' not in err
 
     dead = tmp_path / "dead.jsonl"
     assert main(["replay", "--config", str(write_config(tmp_path, OTHER_SUITE)), "--input",
