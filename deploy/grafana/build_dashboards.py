@@ -301,13 +301,16 @@ def fleet() -> dict[str, Any]:
 def operations_row(lay: Layout) -> None:
     """Add the operations row (pipeline health) to ``lay``."""
     lay.row("Operations")
-    lay.add(timeseries("Events received / rejected / duplicate per second", [
+    lay.add(timeseries("Events received / rejected / duplicate / unrouted per second", [
         target("sum(rate(certmon_events_received_total[$__rate_interval]))", "received", "A"),
         target("sum by (reason) (rate(certmon_events_rejected_total[$__rate_interval]))",
                "rejected: {{reason}}", "B"),
         target("sum by (reason) (rate(certmon_events_duplicate_total[$__rate_interval]))",
                "duplicate: {{reason}}", "C"),
-    ], unit="reqps", minimum=0, description="Rejected events go to the dead-letter sink."),
+        target("sum(rate(certmon_events_unrouted_total[$__rate_interval]))", "unrouted", "D"),
+    ], unit="reqps", minimum=0, description="Rejected events go to the dead-letter sink. "
+       "Unrouted events are valid events of no configured suite or model (a mistyped suite, "
+       "a model outside the suite's globs): counted, in no certificate."),
             12, 8)
     lay.add(timeseries("Kafka consumer lag", [
         target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),

@@ -57,7 +57,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SCALE = 60  # rule durations and thresholds divided by this
 PIPELINE_ALERTS = ("CertmonCheckpointStale", "CertmonCheckpointMissing", "CertmonDown",
                    "CertmonNotProcessing",
-                   "CertmonAbsent", "CertmonCheckpointFailing", "CertmonDeadLettersRising")
+                   "CertmonAbsent", "CertmonCheckpointFailing", "CertmonDeadLettersRising",
+                   "CertmonEventsUnrouted")
 SUBSTITUTIONS = {"$__rate_interval": "5s", "$suite": SUITE, "$model": "good",
                  "$certificate": "risk", "$method": "r_autoeval_plus"}
 
