@@ -154,6 +154,10 @@ FORGERIES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "negative model count": (_set(["suites", 0, "good", "counts", "labels"], -1),
                              "non-negative"),
     "negative block": (_set(["suites", 0, "good", "block_count"], -3), "non-negative"),
+    # a finite but huge integer broke every /metrics scrape (OverflowError in float())
+    "huge model count": (_set(["suites", 0, "good", "counts", "labels"], 10**400),
+                         "above 2\\*\\*53"),
+    "huge counter": (_set(["counters", "events_in"], 2**53 + 1), "above 2\\*\\*53"),
     "rounds inflated": (_rounds, "rounds"),
     "forged status": (_status, "status 'certified' but its test did not cross"),
     "forged crossing": (_status_and_progress, "below the threshold"),

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -95,6 +96,59 @@ def test_idle_connection_is_closed_after_the_timeout() -> None:
         s.close()
     finally:
         stop_metrics(server, thread)  # type: ignore[arg-type]
+
+
+def _trickle(port: int, stop: threading.Event, cut: list[int]) -> None:
+    """A slow-trickle client: one byte of a never-ending request every 0.3 s (well within
+    the idle timeout), reconnecting at once whenever the server closes the connection."""
+    request = b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * 100_000
+    while not stop.is_set():
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.settimeout(0.3)
+            for i in range(len(request)):
+                if stop.is_set():
+                    return
+                try:
+                    s.sendall(request[i:i + 1])
+                    if s.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+            cut[0] += 1
+
+
+def test_trickling_clients_cannot_hold_the_workers() -> None:
+    """Two clients trickling a request byte by byte against two workers: before the request
+    deadline they held both workers for as long as they trickled and every scrape timed
+    out; now each is cut at ``request_timeout`` and a scrape is answered."""
+    limits = MetricsLimits(workers=2, idle_timeout=5.0, request_timeout=0.5,
+                           max_scrapes_per_second=0.0)
+    _, _, server, thread, base = _server(limits)
+    port = int(base.rsplit(":", 1)[1])
+    stop, cut = threading.Event(), [0]
+    tricklers = [threading.Thread(target=_trickle, args=(port, stop, cut), daemon=True)
+                 for _ in range(3)]
+    try:
+        for t in tricklers:
+            t.start()
+        time.sleep(0.2)  # the tricklers hold the workers before the scrape arrives
+        for _ in range(2):
+            body = urllib.request.urlopen(base + "/metrics", timeout=20).read()
+            assert b"certmon_test" in body
+        assert cut[0] >= 1  # the server, not the tricklers, ended their connections
+        assert all(t.is_alive() for t in tricklers)  # they were trickling all along
+    finally:
+        stop.set()
+        for t in tricklers:
+            t.join(10)
+        stop_metrics(server, thread)  # type: ignore[arg-type]
+    cfg = parse_config(MINIMAL + "[metrics]\nrequest_timeout = 2.5\n")
+    assert limits_from_config(cfg.metrics).request_timeout == 2.5
+    assert parse_config(MINIMAL).metrics.request_timeout == 3.0
+    with pytest.raises(CertmonError, match="request_timeout"):
+        parse_config(MINIMAL + "[metrics]\nrequest_timeout = 0\n")
 
 
 def test_scrapers_share_one_rendering_per_interval() -> None:

@@ -210,7 +210,10 @@ class MetricsConfig(_Section):
 
     ``host`` defaults to the loopback interface: containers set ``"0.0.0.0"`` explicitly.
     ``workers`` threads answer at most ``max_connections`` connections at once (more are
-    closed at once); a connection idle for ``idle_timeout`` seconds is closed; ``/metrics``
+    closed at once); a connection idle for ``idle_timeout`` seconds is closed, and one that has
+    not delivered its whole request (TLS handshake, request line, headers) within
+    ``request_timeout`` seconds of reaching a worker is closed too, however it trickles (one
+    request per connection); ``/metrics``
     is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
     scrapers, and answered at most ``max_scrapes_per_second`` times per second on average
     (excess scrapers wait; 0 disables the pacing). TLS with ``tls_cert_file`` and
@@ -228,6 +231,7 @@ class MetricsConfig(_Section):
     workers: Annotated[int, Field(ge=1, le=64)] = 2
     max_connections: Annotated[int, Field(ge=1, le=1024)] = 16
     idle_timeout: _PosFloat = 5.0
+    request_timeout: _PosFloat = 3.0
     min_scrape_interval: Annotated[float, Field(ge=0.0)] = 1.0
     max_scrapes_per_second: Annotated[float, Field(ge=0.0)] = 10.0
     tls_cert_file: str | None = None

@@ -3,17 +3,20 @@
 Bounded so that whoever can reach the port cannot starve processing or exhaust the process:
 a fixed pool of worker threads, a cap on open connections (excess connections are closed at
 once, before any read), a timeout on every socket read and write (idle connections are
-closed), ``/metrics`` rendered at most once per ``min_scrape_interval`` (concurrent or
-looping scrapers share one rendering instead of each taking the state lock), and served at
-most ``max_scrapes_per_second`` times per second on average (excess scrapers wait, without
-using the CPU, so serving cached bodies in a loop cannot take the processing thread's
-interpreter time either). Optional TLS and HTTP basic auth.
+closed), an overall deadline for receiving a request (TLS handshake, request line, headers:
+a client trickling bytes cannot hold a worker longer than ``request_timeout``; one request
+per connection, no keep-alive), ``/metrics`` rendered at most once per
+``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead of each
+taking the state lock), and served at most ``max_scrapes_per_second`` times per second on
+average (excess scrapers wait, without using the CPU, so serving cached bodies in a loop
+cannot take the processing thread's interpreter time either). Optional TLS and HTTP basic auth.
 """
 
 from __future__ import annotations
 
 import base64
 import hmac
+import io
 import queue
 import socket
 import ssl
@@ -49,6 +52,7 @@ class MetricsLimits:
     workers: int = 2
     max_connections: int = 16
     idle_timeout: float = 5.0
+    request_timeout: float = 3.0  # whole TLS handshake + request line + headers
     min_scrape_interval: float = 1.0
     max_scrapes_per_second: float = 10.0  # 0: unlimited
     tls_cert_file: str | None = None
@@ -56,8 +60,52 @@ class MetricsLimits:
     basic_auth: tuple[str, str] | None = None  # (username, password)
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reading side with every read under the time left before a deadline.
+
+    Each read waits at most ``min(idle_timeout, deadline - now)`` and none starts after the
+    deadline, so a client sending one byte at a time within the idle timeout is still cut
+    at the deadline (a per-read timeout alone never fires for it). The socket's timeout is
+    put back to ``idle_timeout`` after each read, for the response's writes.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: float, idle_timeout: float) -> None:
+        super().__init__()
+        self._sock, self._deadline, self._idle = sock, deadline, idle_timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not received within metrics.request_timeout")
+        self._sock.settimeout(min(self._idle, left))
+        try:
+            return self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(self._idle)
+
+
 class _QuietHandler(WSGIRequestHandler):
-    """Request handler that does not log every request to stderr."""
+    """Request handler that does not log every request to stderr.
+
+    It reads the request under the connection's deadline (``request_timeout`` from
+    ``deadline``, by default from now) and handles one request per connection, as wsgiref's.
+    """
+
+    def __init__(self, request: Any, client_address: Any, server: _BoundedServer,
+                 deadline: float | None = None) -> None:
+        lim = server.limits
+        self._deadline = time.monotonic() + lim.request_timeout if deadline is None else deadline
+        self._idle = lim.idle_timeout
+        super().__init__(request, client_address, server)
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain makefile reader; the socket stays open
+        self.rfile = io.BufferedReader(
+            _DeadlineReader(self.connection, self._deadline, self._idle))
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
@@ -189,11 +237,14 @@ class _BoundedServer(WSGIServer):
             if item is None:
                 return
             request, address = item
+            lim = self.limits
+            deadline = time.monotonic() + lim.request_timeout  # from when a worker holds it
             try:
-                request.settimeout(self.limits.idle_timeout)
+                # the whole handshake shares one timeout (CPython's ssl uses a deadline for it)
+                request.settimeout(min(lim.idle_timeout, lim.request_timeout))
                 if self.tls is not None:  # handshake here, under the timeout, not in accept
                     request = self.tls.wrap_socket(request, server_side=True)
-                self.finish_request(request, address)
+                _QuietHandler(request, address, self, deadline)
             except Exception:
                 pass
             finally:
@@ -228,7 +279,7 @@ def serve_metrics(
         Readiness probe for ``/readyz`` (e.g. "checkpoint restored and source assigned");
         None means ready as soon as the server listens.
     limits : MetricsLimits, optional
-        Workers, connection cap, idle timeout, scrape interval, TLS, basic auth.
+        Workers, connection cap, idle and request timeouts, scrape interval, TLS, basic auth.
 
     Returns
     -------
@@ -247,7 +298,9 @@ def serve_metrics(
     state families copied as pre-rendered text (:func:`monitor.metrics.exposition.metrics_app`).
     ``/healthz`` answers 200 while the server runs (and needs no credentials, for liveness
     probes); ``/readyz`` answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
-    ``workers + max_connections`` sockets plus the listening one, renders ``/metrics``
+    ``workers + max_connections`` sockets plus the listening one, a worker spends at most
+    ``request_timeout`` seconds receiving a request (handshake included) before the connection
+    is closed, whatever the client trickles, renders ``/metrics``
     at most once per ``min_scrape_interval`` seconds and answers it at most
     ``max_scrapes_per_second`` times per second on average (see :class:`ScrapePacer`).
 
@@ -354,6 +407,7 @@ def limits_from_config(metrics: Any, environ: dict[str, str] | None = None) -> M
         auth = (str(metrics.basic_auth_username), password)
     return MetricsLimits(
         workers=metrics.workers, max_connections=metrics.max_connections,
-        idle_timeout=metrics.idle_timeout, min_scrape_interval=metrics.min_scrape_interval,
+        idle_timeout=metrics.idle_timeout, request_timeout=metrics.request_timeout,
+        min_scrape_interval=metrics.min_scrape_interval,
         max_scrapes_per_second=metrics.max_scrapes_per_second,
         tls_cert_file=metrics.tls_cert_file, tls_key_file=metrics.tls_key_file, basic_auth=auth)

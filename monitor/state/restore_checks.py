@@ -49,9 +49,13 @@ from typing import Any, Final
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.state.model import build_group
 
-__all__ = ["STATUSES", "RefusedState", "check_counts", "check_restored_suite", "check_suite_dict"]
+__all__ = ["MAX_COUNT", "STATUSES", "RefusedState", "check_counts", "check_restored_suite",
+           "check_suite_dict"]
 
 STATUSES: Final = ("pending", "certified", "violated")
+# the largest count a checkpoint may hold: integers up to 2**53 are exact as floats (metrics,
+# STATE.json consumers); a larger one cannot come from events and would break rendering
+MAX_COUNT: Final = 2**53
 
 
 class RefusedState(ValueError):
@@ -61,6 +65,8 @@ class RefusedState(ValueError):
 def _int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < 0:
         raise RefusedState(f"{what} must be a non-negative integer, got {x!r}")
+    if x > MAX_COUNT:
+        raise RefusedState(f"{what} is {x.bit_length()} bits long, above 2**53 (not a count)")
     return x
 
 

@@ -52,7 +52,7 @@ from monitor.config import SuiteConfig
 from monitor.state.epochs import HISTORY, CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.state.model import ModelState
-from monitor.state.restore_checks import STATUSES, RefusedState
+from monitor.state.restore_checks import MAX_COUNT, STATUSES, RefusedState
 from monitor.stats.changepoint.detector import RiskIncreaseDetector
 from monitor.stats.changepoint.ppi import PPIRiskDetector
 
@@ -66,7 +66,7 @@ _DRIFT_STATE: Final = ("warm_sums", "band", "detector")
 
 
 def _int(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT:
         raise RefusedState(f"{what} must be a non-negative integer, got {x!r}")
     return x
 

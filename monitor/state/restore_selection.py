@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from monitor.selection import SelectionSettings
-from monitor.state.restore_checks import RefusedState, check_counts
+from monitor.state.restore_checks import MAX_COUNT, RefusedState, check_counts
 from monitor.state.selection import COUNT_KEYS
 from monitor.stats.pulse.aipw import AIPWEstimator
 from monitor.stats.pulse.bestarm import BestModelCertifier
@@ -56,7 +56,8 @@ __all__ = ["check_selection_dict"]
 
 
 def _int(x: Any, hi: int | None, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0 or (hi is not None and x >= hi):
+    if (isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT
+            or (hi is not None and x >= hi)):
         bound = "" if hi is None else f" below {hi}"
         raise RefusedState(f"{what} must be a non-negative integer{bound}, got {x!r}")
     return x

@@ -48,7 +48,7 @@ from itertools import pairwise
 from typing import Any
 
 from monitor.config import CertificateConfig, SuiteConfig
-from monitor.state.restore_checks import RefusedState
+from monitor.state.restore_checks import MAX_COUNT, RefusedState
 from monitor.state.strata import StrataSpec, StrataState
 
 __all__ = ["check_strata_dict", "check_suite_strata"]
@@ -60,8 +60,8 @@ def _ints(xs: Any, k: int, what: str) -> list[int]:
     if not isinstance(xs, list) or len(xs) != k:
         raise RefusedState(f"{what}: {k} values expected (the configured strata)")
     for x in xs:
-        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-            raise RefusedState(f"{what} must be non-negative integers, got {x!r}")
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT:
+            raise RefusedState(f"{what} must be non-negative integers (at most 2**53)")
     return xs
 
 
