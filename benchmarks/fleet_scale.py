@@ -5,9 +5,10 @@ round-robin over the models (so rounds of all models interleave), each label pre
 10 judge events of its model (one audited, nine not); suites hold up to 50 models. The
 certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000 with
 ``cs_kind = "bernstein"``, ``plugin_up``), the process runs with certmon's garbage-collector
-policy (:func:`consumers.gc_policy.tune_gc`). A size needs at least as many labels as models
-(``--labels 100000`` for 50,000). Each size runs in a fresh subprocess (so peak RSS is that
-size's own) and reports:
+policy (:func:`consumers.gc_policy.tune_gc`). A size needs at least as many labels as
+models: ``--labels`` defaults to the largest size (at least 20,000) and a smaller value is
+refused, so no row reports more models than its stream names. Each size runs in a fresh
+subprocess (so peak RSS is that size's own) and reports:
 
 - events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
 - peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and RSS before the engine;
@@ -24,7 +25,7 @@ A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
 the per-model memory of the largest completed run says what the full size would need. The
 machine is shared: the budget keeps this benchmark from taking it over.
 
-Usage: python benchmarks/fleet_scale.py [--labels 20000] [--sizes 1,100,1000,10000,50000]
+Usage: python benchmarks/fleet_scale.py [--labels N] [--sizes 1,100,1000,10000,50000]
        [--budget-gb 4]
 """
 
@@ -176,8 +177,9 @@ def _fmt(row: dict[str, Any], base: dict[str, Any] | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--labels", type=int, default=20_000,
-                    help="labels in each stream (x11 events)")
+    ap.add_argument("--labels", type=int, default=None,
+                    help="labels in each stream (x11 events); default: the largest size, "
+                    "at least 20,000")
     ap.add_argument("--sizes", default="1,100,1000,10000,50000")
     ap.add_argument("--budget-gb", type=float, default=4.0,
                     help="address-space limit of each child process")
@@ -187,6 +189,11 @@ def main() -> None:
         print(json.dumps(child(args.child, args.labels, args.budget_gb)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.labels is None:
+        args.labels = max(20_000, *sizes)
+    if args.labels < max(sizes):  # round-robin: models beyond the labels never appear
+        ap.error(f"--labels {args.labels:,} is below the largest size {max(sizes):,}: every "
+                 "model needs at least one label")
     print(f"stream: {args.labels:,} labels x ({JUDGES_PER_LABEL} judge + 1 label) = "
           f"{args.labels * (JUDGES_PER_LABEL + 1):,} events per size; models round-robin, "
           f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, Bernstein "
