@@ -5,11 +5,14 @@ round-robin over the models (so rounds of all models interleave), each label pre
 10 judge events of its model (one audited, nine not); suites hold up to 50 models. The
 certificate is the default one (all three methods, 10 rhos, ``cs_grid`` 1000 with
 ``cs_kind = "bernstein"``, ``plugin_up``), the process runs with certmon's garbage-collector
-policy (:func:`consumers.gc_policy.tune_gc`). A size needs at least as many labels as models
-(``--labels 100000`` for 50,000). Each size runs in a fresh subprocess (so peak RSS is that
-size's own) and reports:
+policy (:func:`consumers.gc_policy.tune_gc`). A size needs at least as many labels as
+models: ``--labels`` defaults to the largest size (at least 20,000) and a smaller value is
+refused, so no row reports more models than its stream names. Each size runs in a fresh
+subprocess (so peak RSS is that size's own) and reports:
 
-- events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O);
+- events/s of ``Engine.process_batch`` over the pre-generated lines (in-process, no I/O),
+  including the first read of the state after them (``settle s``: the rounds the confidence
+  sequences still buffer, up to 32 per model, are applied there);
 - peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and RSS before the engine;
 - checkpoint bytes and time of a full checkpoint (``monitor.incremental``: one document per
   suite plus the manifest, into a ``LocalDirectoryStore`` in a temporary directory, fsync
@@ -24,7 +27,7 @@ A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
 the per-model memory of the largest completed run says what the full size would need. The
 machine is shared: the budget keeps this benchmark from taking it over.
 
-Usage: python benchmarks/fleet_scale.py [--labels 20000] [--sizes 1,100,1000,10000,50000]
+Usage: python benchmarks/fleet_scale.py [--labels N] [--sizes 1,100,1000,10000,50000]
        [--budget-gb 4]
 """
 
@@ -118,7 +121,13 @@ def child(n_models: int, n_labels: int, budget_gb: float) -> dict[str, Any]:
             batch = lines[start:start + 4096]
             eng.process_batch(batch)
             done += len(batch)
+        replay_s = time.perf_counter() - t0
+        # The confidence sequences buffer up to 32 rounds per model and apply them at the
+        # next read: with fewer rounds per model than that, a fleet's rounds would otherwise
+        # be applied in the checkpoint or the scrape below, outside the timed replay.
+        eng.state_view(True)
         out["seconds"] = time.perf_counter() - t0
+        out["settle_s"] = out["seconds"] - replay_s
         out["events_per_s"] = len(lines) / out["seconds"]
         out["replay_rss_mb"] = out["peak_rss_mb"] = _rss_mb()
         with tempfile.TemporaryDirectory(prefix="certmon-bench-") as ckdir:
@@ -166,6 +175,7 @@ def _fmt(row: dict[str, Any], base: dict[str, Any] | None) -> str:
                 f"{row['seconds']:.1f} s, peak RSS {row['peak_rss_mb']:,.0f} MB (the limit "
                 f"is on address space: allocated grids not yet touched count there)")
     return (f"{row['models']:>7} | {row['events_per_s']:>9,.0f}{ratio('events_per_s'):9} | "
+            f"{row['settle_s']:>8.2f} | "
             f"{row['peak_rss_mb']:>7,.0f}{ratio('peak_rss_mb'):8} | "
             f"{row['checkpoint_bytes'] / 1e6:>8.1f}{ratio('checkpoint_bytes'):9} | "
             f"{row['checkpoint_s']:>6.2f}{ratio('checkpoint_s'):8} | "
@@ -176,8 +186,9 @@ def _fmt(row: dict[str, Any], base: dict[str, Any] | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--labels", type=int, default=20_000,
-                    help="labels in each stream (x11 events)")
+    ap.add_argument("--labels", type=int, default=None,
+                    help="labels in each stream (x11 events); default: the largest size, "
+                    "at least 20,000")
     ap.add_argument("--sizes", default="1,100,1000,10000,50000")
     ap.add_argument("--budget-gb", type=float, default=4.0,
                     help="address-space limit of each child process")
@@ -187,13 +198,18 @@ def main() -> None:
         print(json.dumps(child(args.child, args.labels, args.budget_gb)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.labels is None:
+        args.labels = max(20_000, *sizes)
+    if args.labels < max(sizes):  # round-robin: models beyond the labels never appear
+        ap.error(f"--labels {args.labels:,} is below the largest size {max(sizes):,}: every "
+                 "model needs at least one label")
     print(f"stream: {args.labels:,} labels x ({JUDGES_PER_LABEL} judge + 1 label) = "
           f"{args.labels * (JUDGES_PER_LABEL + 1):,} events per size; models round-robin, "
           f"{MODELS_PER_SUITE} per suite; default certificate (3 methods, 10 rhos, Bernstein "
           f"CS, cs_grid 1000, plugin_up); budget {args.budget_gb:g} GB address space per size; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    print(" models |  events/s (ratio) | RSS MB (ratio) | ckpt MB (ratio) | ckpt s (ratio) "
-          "| incr kB  incr ms (suites) | scrape s (ratio) | series")
+    print(" models |  events/s (ratio) | settle s | RSS MB (ratio) | ckpt MB (ratio) "
+          "| ckpt s (ratio) | incr kB  incr ms (suites) | scrape s (ratio) | series")
     base: dict[str, Any] | None = None
     rows = []
     for n in sizes:

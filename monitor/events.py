@@ -60,7 +60,7 @@ REJECTION_REASONS: Final = (
     "not_finite",
     "invalid_value",
     "implausible_ts",  # ts too far ahead of the suite's event time (monitor.engine)
-    "id_too_long",  # event_id / example_id / suite / model over events.max_id_bytes
+    "id_too_long",  # event_id / example_id / suite / model / stratum over events.max_id_bytes
     "too_many_suites",  # would create a suite beyond events.max_suites (monitor.engine)
     "too_many_models",  # would create a model beyond events.max_models[_per_suite]
 )
@@ -240,8 +240,8 @@ def decode_event(
     max_bytes : int
         Larger payloads are rejected as ``oversized`` without being parsed.
     max_id_bytes : int
-        An ``event_id``, ``example_id``, ``suite`` or ``model`` longer than this (UTF-8
-        bytes) is rejected as ``id_too_long``.
+        An ``event_id``, ``example_id``, ``suite``, ``model`` or ``stratum`` longer than this
+        (UTF-8 bytes) is rejected as ``id_too_long``.
 
     Returns
     -------
@@ -274,7 +274,7 @@ def decode_event(
     if ev.audit is not None and ev.type == "label":
         return Rejection("invalid_value", "audit: only judge events may carry an audit flag")
     for name, value in (("event_id", ev.event_id), ("example_id", ev.example_id),
-                        ("suite", ev.suite), ("model", ev.model)):
+                        ("suite", ev.suite), ("model", ev.model), ("stratum", ev.stratum or "")):
         # UTF-8 takes 1 to 4 bytes per character: encode only when the length is ambiguous
         if len(value) > max_id_bytes or (
                 4 * len(value) > max_id_bytes and _utf8_len(value) > max_id_bytes):

@@ -138,6 +138,21 @@ def test_id_byte_limits() -> None:
     accounted(eng)
 
 
+def test_stratum_byte_limit() -> None:
+    """A stratum is kept with every pending audited unit (and in its label request): 2,000
+    audited judge events with 30 KB strata made a 60 MB checkpoint."""
+    eng = Engine(make_config())
+    for i in range(2000):
+        res = eng.process(ev("judge", f"e{i}", f"x{i}", audit=True, stratum="S" * 30_000))
+        assert res.dead_letter is not None and res.dead_letter["reason"] == "id_too_long"
+        assert res.dead_letter["detail"] == ("stratum is 30000 bytes, the limit is 256 "
+                                             "(events.max_id_bytes)")
+    assert eng.suites == {} and len(json.dumps(eng.snapshot())) < 2000
+    assert eng.process(ev("judge", "ok", "x", audit=True, stratum="s" * 256)).rejection is None
+    assert eng.process(ev("judge", "ok2", "y", stratum=None)).rejection is None
+    accounted(eng)
+
+
 def test_default_id_limit_and_decode() -> None:
     def line(eid: str) -> bytes:
         return json.dumps({"type": "label", "event_id": eid, "suite": "s", "model": "m",

@@ -312,9 +312,10 @@ class EventsConfig(_Section):
     longer than the bound, a replay of past data) are never refused by it.
 
     Cardinality limits (state is created only by accepted events, and only within them):
-    ``max_id_bytes`` bounds the UTF-8 length of ``event_id``, ``example_id``, ``suite`` and
-    ``model`` (a longer one is dead-lettered as ``id_too_long``: ids are kept for dedupe and
-    names become state keys and metric labels); ``max_suites`` bounds the suites of one
+    ``max_id_bytes`` bounds the UTF-8 length of ``event_id``, ``example_id``, ``suite``,
+    ``model`` and ``stratum`` (a longer one is dead-lettered as ``id_too_long``: ids are kept
+    for dedupe, names become state keys and metric labels, a stratum is kept with every
+    pending audited unit); ``max_suites`` bounds the suites of one
     engine (a Kafka partition, or the file runner), ``max_models_per_suite`` and
     ``max_models`` the models of one suite and of the engine. An event that would create a
     suite or a model beyond them is dead-lettered as ``too_many_suites`` /

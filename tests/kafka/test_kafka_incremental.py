@@ -118,3 +118,51 @@ def test_checkpointer_on_the_topic_with_hmac(
             load_checkpoint(other, key)
         finally:
             other.inner.close()  # type: ignore[attr-defined]
+
+
+def test_a_suite_document_above_a_kafka_record_is_chunked_and_restores(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """One suite of 200 models: its document exceeds Kafka's default ``max.message.bytes``
+    (1 MiB); it goes to the topic as records of at most ``checkpoint_chunk_bytes`` and is
+    restored bit-identically by a fresh store."""
+    setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=1)
+    eng = Engine(setup.config)
+    for i in range(400):
+        base = {"suite": "big", "model": f"model-{i % 200}", "example_id": f"x{i}",
+                "ts": 1_700_000_000 + i}
+        for value in ({"type": "judge", "event_id": f"j{i}", **base, "loss": 0.0,
+                       "audit": True}, {"type": "label", "event_id": f"l{i}", **base,
+                                        "loss": float(i % 7 == 0)}):
+            assert eng.process(json.dumps(value).encode()).rejection is None
+    assert len(eng.suites["big"].models) == 200
+    key = partition_key(setup.events_topic, 0)
+    store = KafkaTopicStore(setup.kafka)
+    writer = IncrementalCheckpointer(store, key, max_part_bytes=setup.kafka.checkpoint_max_bytes)
+    stats = writer.save(eng, {"kind": "kafka", "partition": 0, "offsets": {"t": 800}})
+    store.close()
+    assert stats.parts_written == 1 and stats.bytes_written > 1_048_588  # above one record
+
+    c = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None,
+                      auto_offset_reset="earliest")
+    tp = TopicPartition(setup.kafka.topics.checkpoints, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    end = c.end_offsets([tp])[tp]
+    sizes: list[int] = []
+    deadline = time.monotonic() + 60
+    while c.position(tp) < end and time.monotonic() < deadline:
+        for recs in c.poll(300).values():
+            sizes.extend(len(r.value) for r in recs if r.value is not None)
+    c.close()
+    assert len(sizes) > 2 and max(sizes) <= setup.kafka.checkpoint_chunk_bytes < 1_048_588
+
+    fresh = KafkaTopicStore(setup.kafka)
+    try:
+        ckpt = load_checkpoint(fresh, key)
+        assert ckpt is not None
+        assert json.dumps(ckpt.snapshot, sort_keys=True) == json.dumps(eng.snapshot(),
+                                                                       sort_keys=True)
+        assert Engine.restore(setup.config, ckpt.snapshot).state_view() == eng.state_view()
+    finally:
+        fresh.close()
