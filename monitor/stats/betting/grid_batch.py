@@ -57,20 +57,22 @@ def accumulate_wsr_rounds(
 
 def wsr_rounds_stats(
     qs: FloatArray,
-    t0: int,
+    t0: int | npt.NDArray[np.int64],
     log_inv_delta: float,
     horizon: int | None,
     mu0: list[float],
     var0: list[float],
-    total: list[float],
-    dev: list[float],
+    total: list[float] | FloatArray,
+    dev: list[float] | FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """WSR bets and running sums of rounds ``t0 + 1 .. t0 + k`` (``qs``: shape ``(k, S)``).
 
     Returns ``(lams, totals, devs)``, each ``(k, S)``: the bets of each round (from the
     sums before it) and the sums after it, the same float operations in the same order as
     :func:`wsr_lambdas` then :func:`fold_wsr_sums` round by round (running sums with
-    sequential additions), so the values are bit-identical.
+    sequential additions), so the values are bit-identical. A leading batch axis is allowed
+    (``qs`` ``(N, k, S)``, ``t0`` ``(N,)``, ``total`` and ``dev`` ``(N, S)``): each slice is
+    what the unbatched call returns.
 
     Examples
     --------
@@ -83,21 +85,23 @@ def wsr_rounds_stats(
     >>> tot.tolist(), dev[0].tolist() == fold_wsr_sums([0.0], 1, [0.5], [0.0], [0.0])[1]
     ([[0.0], [1.0]], True)
     """
-    k = len(qs)
-    t = np.arange(t0 + 1, t0 + k + 1)
+    k = qs.shape[-2]
+    t = np.asarray(t0, dtype=np.int64)[..., None] + np.arange(1, k + 1)  # (..., k)
     # add.accumulate is strictly sequential along the axis (running sums, never pairwise)
-    sums = np.empty((k + 1, qs.shape[1]))
-    sums[0] = total
-    sums[1:] = qs
-    sums = np.add.accumulate(sums, axis=0)
-    err = qs - (np.array(mu0) + sums[1:]) / (t + 1)[:, None]
+    sums = np.empty((*qs.shape[:-2], k + 1, qs.shape[-1]))
+    sums[..., 0, :] = total
+    sums[..., 1:, :] = qs
+    sums = np.add.accumulate(sums, axis=-2)
+    err = qs - (np.array(mu0) + sums[..., 1:, :]) / (t + 1)[..., None]
     devs = np.empty_like(sums)
-    devs[0] = dev
-    np.multiply(err, err, out=devs[1:])
-    devs = np.add.accumulate(devs, axis=0)
-    scale = np.array([wsr_scale(log_inv_delta, int(tt), horizon) for tt in t.tolist()])
-    lams = np.sqrt(scale[:, None] / ((np.array(var0) + devs[:-1]) / t[:, None]))
-    return lams, sums[1:], devs[1:]
+    devs[..., 0, :] = dev
+    np.multiply(err, err, out=devs[..., 1:, :])
+    devs = np.add.accumulate(devs, axis=-2)
+    memo: dict[int, float] = {}
+    scale = np.array([memo[tt] if tt in memo else memo.setdefault(
+        tt, wsr_scale(log_inv_delta, tt, horizon)) for tt in t.ravel().tolist()]).reshape(t.shape)
+    lams = np.sqrt(scale[..., None] / ((np.array(var0) + devs[..., :-1, :]) / t[..., None]))
+    return lams, sums[..., 1:, :], devs[..., 1:, :]
 
 
 def edge_candidates(
