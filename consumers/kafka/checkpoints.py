@@ -139,6 +139,11 @@ class KafkaTopicStore:
 
     def _partition_for(self, key: str) -> int:
         if not self._partitions:
+            if self._owns_producer:
+                # kafka-python waits max_block_ms (60 s) for a topic's metadata; a write waits
+                # at most ``timeout`` (shortened at shutdown: a final checkpoint while the
+                # brokers are unreachable must not hold SIGTERM for a minute)
+                self._producer.config["max_block_ms"] = int(self.timeout * 1000)
             parts = self._producer.partitions_for(self.topic)
             if not parts:
                 raise CheckpointError(f"checkpoint topic {self.topic!r} has no partitions")

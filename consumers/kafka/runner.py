@@ -314,8 +314,9 @@ class KafkaRunner:
         self._ready = True
         if commits:
             try:
+                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
                 consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                 for (t, p), o in commits.items()})
+                                 for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})
 
@@ -445,8 +446,9 @@ class KafkaRunner:
             return
         if self._outputs is not None:
             self._outputs.bound(budget / 3)
-        if self._store is not None and hasattr(self._store, "timeout"):
-            self._store.timeout = budget / 3
+        store = getattr(self._store, "inner", self._store)  # under an AuthenticatedStore
+        if store is not None and hasattr(store, "timeout"):
+            store.timeout = budget / 3
 
     def close(self) -> None:
         """Flush and close sinks, the producer and the checkpoint store."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafka.conftest import BrokerInfo
 from tests.kafka.kafka_harness import (
     _CLI,
     CONFIG_TEMPLATE,
@@ -129,3 +130,44 @@ def test_a_running_instance_outlives_its_startup_timeout(
     assert consumer.terminate() == 0, consumer.log_tail()
     assert consumer.count_in_log("cannot reach Kafka") == 0
     assert comparable(setup.final_state()) == comparable(ref["state"])
+
+
+@pytest.mark.parametrize("store", ["kafka", "local"])
+def test_sigterm_after_the_broker_went_away_ends_within_5s(
+    kafka_broker: BrokerInfo, topic_prefix: str, tmp_path: Path, store: str
+) -> None:
+    """A connected instance with records not yet checkpointed loses the broker, then gets
+    SIGTERM: the final checkpoint (and offset commit) is tried within the shutdown budget.
+    Before: the checkpoint store waited 60 s (kafka-python's max_block_ms) for the metadata
+    of the checkpoint topic, the offset commit 30 s (request_timeout_ms)."""
+    if not kafka_broker.can_restart or kafka_broker.broker is None:
+        pytest.skip(f"broker {kafka_broker.kind} is not controlled by the tests")
+    setup = KafkaSetup(kafka_broker.bootstrap_servers, topic_prefix, tmp_path, partitions=2,
+                       every=100_000, every_seconds=600)  # fmt: skip
+    ckpt = tmp_path / "ckpt"
+    if store == "local":  # the final checkpoint can be written; the offset commit cannot
+        text = setup.config_path.read_text()
+        text = text.replace('checkpoint_store = "kafka"', 'checkpoint_store = "local"')
+        text = text.replace("bootstrap_timeout_ms = 3000\n",
+                            "bootstrap_timeout_ms = 3000\nshutdown_timeout_seconds = 3.0\n")
+        setup.config_path.write_text(text + f'\n[checkpoint]\ndir = "{ckpt}"\n')
+    setup.produce(make_events(300, seed=41))
+    consumer = setup.start("c")
+    consumer.wait_log("partitions assigned", timeout=60)
+    deadline = time.monotonic() + 60
+    while consumer.count_in_log("INFO") < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2.0)  # the records consumed; no checkpoint yet (every 600 s)
+    broker = kafka_broker.broker
+    broker.stop()
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        rc = consumer.terminate(timeout=90)
+        took = time.monotonic() - t0
+    finally:
+        broker.start()
+    assert rc == 0, consumer.log_tail()
+    assert took < 5.0, f"SIGTERM took {took:.1f} s\n{consumer.log_tail()}"
+    if store == "local":
+        assert any(ckpt.iterdir()), "no final checkpoint written"
