@@ -102,6 +102,8 @@ class KafkaTopicStore:
         An idempotent ``acks=all`` producer; one is created (and owned) when omitted.
     timeout : float
         Seconds to wait for a write to be acknowledged or for the end offsets.
+    bootstrap_timeout_ms : int, optional
+        Overrides ``[kafka] bootstrap_timeout_ms`` for the producer created here.
 
     Notes
     -----
@@ -118,6 +120,7 @@ class KafkaTopicStore:
         producer: KafkaProducer | None = None,
         *,
         timeout: float = 30.0,
+        bootstrap_timeout_ms: int | None = None,
     ) -> None:
         from consumers.kafka.sinks import create_producer
 
@@ -127,7 +130,9 @@ class KafkaTopicStore:
         self.max_bytes = config.checkpoint_max_bytes
         self.timeout = timeout
         self._owns_producer = producer is None
-        self._producer = producer if producer is not None else create_producer(config)
+        self._producer = producer if producer is not None else create_producer(
+            config, **({} if bootstrap_timeout_ms is None
+                       else {"bootstrap_timeout_ms": bootstrap_timeout_ms}))
         self._reader: KafkaConsumer | None = None
         self._partitions: list[int] = []
         self._latest: dict[str, bytes | _Manifest] = {}
