@@ -102,6 +102,8 @@ class KafkaTopicStore:
         An idempotent ``acks=all`` producer; one is created (and owned) when omitted.
     timeout : float
         Seconds to wait for a write to be acknowledged or for the end offsets.
+    bootstrap_timeout_ms : int, optional
+        Overrides ``[kafka] bootstrap_timeout_ms`` for the producer created here.
 
     Notes
     -----
@@ -118,6 +120,7 @@ class KafkaTopicStore:
         producer: KafkaProducer | None = None,
         *,
         timeout: float = 30.0,
+        bootstrap_timeout_ms: int | None = None,
     ) -> None:
         from consumers.kafka.sinks import create_producer
 
@@ -127,7 +130,9 @@ class KafkaTopicStore:
         self.max_bytes = config.checkpoint_max_bytes
         self.timeout = timeout
         self._owns_producer = producer is None
-        self._producer = producer if producer is not None else create_producer(config)
+        self._producer = producer if producer is not None else create_producer(
+            config, **({} if bootstrap_timeout_ms is None
+                       else {"bootstrap_timeout_ms": bootstrap_timeout_ms}))
         self._reader: KafkaConsumer | None = None
         self._partitions: list[int] = []
         self._latest: dict[str, bytes | _Manifest] = {}
@@ -139,6 +144,11 @@ class KafkaTopicStore:
 
     def _partition_for(self, key: str) -> int:
         if not self._partitions:
+            if self._owns_producer:
+                # kafka-python waits max_block_ms (60 s) for a topic's metadata; a write waits
+                # at most ``timeout`` (shortened at shutdown: a final checkpoint while the
+                # brokers are unreachable must not hold SIGTERM for a minute)
+                self._producer.config["max_block_ms"] = int(self.timeout * 1000)
             parts = self._producer.partitions_for(self.topic)
             if not parts:
                 raise CheckpointError(f"checkpoint topic {self.topic!r} has no partitions")

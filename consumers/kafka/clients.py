@@ -59,8 +59,12 @@ def open_sinks(config: CertmonConfig, outputs: KafkaOutputs | None) -> dict[str,
     return sinks
 
 
-def open_store(config: CertmonConfig, kafka: KafkaConfig) -> CheckpointStore:
+def open_store(config: CertmonConfig, kafka: KafkaConfig,
+               bootstrap_timeout_ms: int | None = None) -> CheckpointStore:  # fmt: skip
     """Open the checkpoint store chosen by ``[kafka] checkpoint_store``.
+
+    ``bootstrap_timeout_ms`` overrides ``[kafka] bootstrap_timeout_ms`` for the producer of
+    a Kafka topic store.
 
     Raises
     ------
@@ -70,7 +74,8 @@ def open_store(config: CertmonConfig, kafka: KafkaConfig) -> CheckpointStore:
     if kafka.checkpoint_store == "kafka":
         from consumers.kafka.checkpoints import KafkaTopicStore
 
-        return secured_store(KafkaTopicStore(kafka), os.environ)
+        return secured_store(KafkaTopicStore(kafka, bootstrap_timeout_ms=bootstrap_timeout_ms),
+                             os.environ)
     if not config.checkpoint.dir:
         raise ConfigError("kafka.checkpoint_store = 'local' needs checkpoint.dir")
     return secured_store(LocalDirectoryStore(config.checkpoint.dir), os.environ)
@@ -78,7 +83,8 @@ def open_store(config: CertmonConfig, kafka: KafkaConfig) -> CheckpointStore:
 
 def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
                   on_revoked: Callable[[Any], None],
-                  on_lost: Callable[[Any], None]) -> KafkaConsumer:  # fmt: skip
+                  on_lost: Callable[[Any], None],
+                  bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:  # fmt: skip
     """Create the group member and subscribe it to the input topics.
 
     The callbacks get the topic-partitions assigned, revoked (before a rebalance) and lost
@@ -87,8 +93,9 @@ def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
 
     Raises
     ------
-    kafka.errors.NoBrokersAvailable
-        No bootstrap server answers within ``bootstrap_timeout_ms``.
+    kafka.errors.KafkaTimeoutError
+        No bootstrap server answers within ``bootstrap_timeout_ms`` (the argument when given,
+        else ``[kafka] bootstrap_timeout_ms``).
     """
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
@@ -105,7 +112,7 @@ def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
             on_lost(lost)
 
     consumer = KafkaConsumer(
-        **kafka.client_kwargs(),
+        **kafka.client_kwargs(bootstrap_timeout_ms),
         client_id=f"{kafka.client_id}-consumer",
         group_id=kafka.group_id,
         enable_auto_commit=False,

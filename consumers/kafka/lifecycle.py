@@ -2,8 +2,10 @@
 
 - **start**: at first start, ``[kafka] startup_timeout_seconds`` bounds the time until the
   brokers are reached (:func:`check_startup`); past it the process exits with a one-line
-  error (:class:`StartupTimeout`). A running instance that loses the brokers keeps retrying
-  with backoff instead.
+  error (:class:`StartupTimeout`). Each client's blocking bootstrap is given at most what is
+  left of it (:func:`startup_bootstrap_ms`), so the deadline bounds the whole first start,
+  not each client's ``bootstrap_timeout_ms`` in turn. A running instance that loses the
+  brokers keeps retrying with backoff instead.
 - **stop**: a signal handler may raise :class:`StopRequested` to leave a blocking client
   bootstrap; then ``[kafka] shutdown_timeout_seconds`` is one budget
   (:class:`ShutdownBudget`) shared by the final output flush, checkpoint, offset commit and
@@ -29,7 +31,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["ShutdownBudget", "StartupTimeout", "StopRequested", "check_startup", "close_outputs"]
+__all__ = [
+    "ShutdownBudget",
+    "StartupTimeout",
+    "StopRequested",
+    "check_startup",
+    "close_outputs",
+    "log_loop_failure",
+    "startup_bootstrap_ms",
+]
+
+# a bootstrap is given at least this long, so a client can still try near the deadline
+MIN_BOOTSTRAP_MS = 100
 
 
 class StopRequested(BaseException):
@@ -74,6 +87,75 @@ def check_startup(config: KafkaConfig, started: float, reason: str) -> None:
         servers = ",".join(config.bootstrap_list())
         raise StartupTimeout(f"cannot reach Kafka at {servers} within {limit:g} s "
                              f"([kafka] startup_timeout_seconds): {reason}")
+
+
+def startup_bootstrap_ms(config: KafkaConfig, started: float | None) -> int:
+    """Return the bootstrap timeout for a client created now, capped by the startup deadline.
+
+    Parameters
+    ----------
+    config : KafkaConfig
+    started : float or None
+        ``time.monotonic()`` at the first start, or None once the brokers were reached (a
+        running instance's reconnects keep ``bootstrap_timeout_ms``).
+
+    Returns
+    -------
+    int
+        ``min(bootstrap_timeout_ms, ms left of startup_timeout_seconds)``, at least 100 ms.
+
+    Notes
+    -----
+    Guarantee: a bootstrap given this timeout ends at most 100 ms past the startup deadline,
+    so a first start whose clients are created one after another gives up within
+    ``startup_timeout_seconds`` (plus 100 ms per client) whatever ``bootstrap_timeout_ms`` is.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> cfg = KafkaConfig(startup_timeout_seconds=3, bootstrap_timeout_ms=30_000)
+    >>> startup_bootstrap_ms(cfg, None)  # connected before: the client's own timeout
+    30000
+    >>> 2000 < startup_bootstrap_ms(cfg, time.monotonic() - 0.5) <= 2500
+    True
+    >>> startup_bootstrap_ms(cfg, time.monotonic() - 10)  # past the deadline: one short try
+    100
+    """
+    own = config.bootstrap_timeout_ms
+    if started is None:
+        return own
+    left_ms = int(1000 * (config.startup_timeout_seconds - (time.monotonic() - started)))
+    return max(MIN_BOOTSTRAP_MS, min(own, left_ms))
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the brokers cannot be reached (an outage, not a bug)."""
+    from kafka import errors
+
+    return isinstance(exc, (errors.KafkaTimeoutError, errors.KafkaConnectionError,
+                            errors.NodeNotReadyError))
+
+
+def log_loop_failure(exc: Exception, failures: int, backoff: float) -> str:
+    """Log a failed pass of the consume loop; return its one-line reason.
+
+    A failure that repeats without progress in between is an error, the first a warning.
+    The traceback is logged only for what may be a bug: not for a :class:`CertmonError` (its
+    message says it all) nor for brokers that cannot be reached (an outage).
+
+    Examples
+    --------
+    >>> from kafka.errors import KafkaTimeoutError
+    >>> log_loop_failure(KafkaTimeoutError("Unable to bootstrap"), 1, 0.5)
+    "KafkaTimeoutError('Unable to bootstrap')"
+    >>> log_loop_failure(StartupTimeout("cannot reach Kafka"), 2, 1.0)
+    'cannot reach Kafka'
+    """
+    reason = str(exc) if isinstance(exc, CertmonError) else repr(exc)
+    log.log(logging.ERROR if failures >= 2 else logging.WARNING, "kafka loop failed; retrying",
+            extra={"error": reason, "retry_in_s": backoff, "consecutive_failures": failures},
+            exc_info=not (isinstance(exc, CertmonError) or _unreachable(exc)))  # fmt: skip
+    return reason
 
 
 class ShutdownBudget:

@@ -43,6 +43,8 @@ from consumers.kafka.lifecycle import (
     StopRequested,
     check_startup,
     close_outputs,
+    log_loop_failure,
+    startup_bootstrap_ms,
 )
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
@@ -140,20 +142,22 @@ class KafkaRunner:
 
     # ------------------------------------------------------------------ setup
 
-    def _open(self) -> None:
+    def _open(self, started: float | None) -> None:
+        """Open the clients; ``started`` (first start) caps each bootstrap by the deadline."""
         from consumers.kafka.topics import ensure_topics
 
-        if self.kafka.create_topics:
-            ensure_topics(self.kafka)
+        k = self.kafka
+        if k.create_topics:
+            ensure_topics(k, bootstrap_timeout_ms=startup_bootstrap_ms(k, started))
         if self._outputs is None and kafka_outputs_wanted(self.config):
-            self._outputs = KafkaOutputs(self.kafka, self.registry)
+            self._outputs = KafkaOutputs(k, self.registry,
+                                         bootstrap_timeout_ms=startup_bootstrap_ms(k, started))
         if not self._sinks:
             self._sinks = open_sinks(self.config, self._outputs)
         if self._store is None:
-            self._store = open_store(self.config, self.kafka)
-        self._consumer = self._make_consumer()
-        if self.kafka.fetch_process and self._fetcher is None:
-            k = self.kafka
+            self._store = open_store(self.config, k, startup_bootstrap_ms(k, started))
+        self._consumer = self._make_consumer(startup_bootstrap_ms(k, started))
+        if k.fetch_process and self._fetcher is None:
             self._fetcher = FetchProcess(k.client_kwargs(), k.client_id, k.batch_size,
                                          k.poll_timeout_ms)
 
@@ -161,9 +165,10 @@ class KafkaRunner:
         if self._fetcher is not None:
             self._fetcher.follow(consumer, {p: w.offsets for p, w in self._workers.items()})
 
-    def _make_consumer(self) -> KafkaConsumer:
+    def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
-        return make_consumer(self.kafka, self._on_assigned, self._on_revoked, self._drop)
+        return make_consumer(self.kafka, self._on_assigned, self._on_revoked, self._drop,
+                             bootstrap_timeout_ms)
 
     # ------------------------------------------------------------------ rebalance callbacks
 
@@ -314,8 +319,9 @@ class KafkaRunner:
         self._ready = True
         if commits:
             try:
+                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
                 consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                 for (t, p), o in commits.items()})
+                                 for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})
 
@@ -340,7 +346,7 @@ class KafkaRunner:
             try:
                 self.connecting = True
                 try:
-                    self._open()
+                    self._open(None if connected_once else started)
                 except StopRequested:  # SIGTERM during a blocking bootstrap
                     self._close_consumer(clean=False)
                     break
@@ -392,19 +398,15 @@ class KafkaRunner:
                 self._connected(False)
                 self.metrics.loop_failed(type(exc).__name__)
                 failures += 1
-                # a failure that repeats without progress in between is an error, not noise
-                log.log(
-                    logging.ERROR if failures >= 2 else logging.WARNING,
-                    "kafka loop failed; retrying",
-                    extra={"error": str(exc) if isinstance(exc, CertmonError) else repr(exc),
-                           "retry_in_s": backoff, "consecutive_failures": failures},
-                    exc_info=not isinstance(exc, CertmonError),
-                )
+                reason = log_loop_failure(exc, failures, backoff)
                 self._close_consumer(clean=False)
-                if not connected_once:
-                    check_startup(self.kafka, started, str(exc) if isinstance(exc, CertmonError)
-                                  else repr(exc))
-                stop.wait(backoff)
+                if connected_once:
+                    stop.wait(backoff)
+                else:  # the backoff does not outlast the startup deadline either
+                    check_startup(self.kafka, started, reason)
+                    left = self.kafka.startup_timeout_seconds - (time.monotonic() - started)
+                    if not stop.wait(max(0.0, min(backoff, left))):
+                        check_startup(self.kafka, started, reason)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
         self._connected(False)
         self.close()
@@ -445,8 +447,9 @@ class KafkaRunner:
             return
         if self._outputs is not None:
             self._outputs.bound(budget / 3)
-        if self._store is not None and hasattr(self._store, "timeout"):
-            self._store.timeout = budget / 3
+        store = getattr(self._store, "inner", self._store)  # under an AuthenticatedStore
+        if store is not None and hasattr(store, "timeout"):
+            store.timeout = budget / 3
 
     def close(self) -> None:
         """Flush and close sinks, the producer and the checkpoint store."""

@@ -113,7 +113,7 @@ def create_producer(config: KafkaConfig, **overrides: Any) -> KafkaProducer:
 
     Raises
     ------
-    kafka.errors.NoBrokersAvailable
+    kafka.errors.KafkaTimeoutError
         No bootstrap server answers (callers retry with backoff).
     """
     from kafka import KafkaProducer
@@ -258,6 +258,8 @@ class KafkaOutputs:
         Where ``certmon_kafka_produce_failures_total`` is registered.
     producer : KafkaProducer, optional
         Use this producer instead of creating one.
+    bootstrap_timeout_ms : int, optional
+        Overrides ``[kafka] bootstrap_timeout_ms`` for the producer created here.
     """
 
     def __init__(
@@ -265,7 +267,14 @@ class KafkaOutputs:
         config: KafkaConfig,
         registry: CollectorRegistry,
         producer: KafkaProducer | None = None,
+        *,
+        bootstrap_timeout_ms: int | None = None,
     ) -> None:
+        # the producer first: when its bootstrap fails, nothing is registered on ``registry``
+        # yet, so the retry can register the counters again
+        self.producer = producer if producer is not None else create_producer(
+            config, **({} if bootstrap_timeout_ms is None
+                       else {"bootstrap_timeout_ms": bootstrap_timeout_ms}))
         self.failures = Counter(
             "certmon_kafka_produce_failures",
             "Records that could not be delivered to Kafka.",
@@ -278,7 +287,6 @@ class KafkaOutputs:
             ["topic"],
             registry=registry,
         )
-        self.producer = producer if producer is not None else create_producer(config)
         topics = config.topics
         self.dead_letters = KafkaTopicSink(
             self.producer, topics.dead_letters, key_field="reason", failures=self.failures,

@@ -41,16 +41,19 @@ def topic_specs(config: KafkaConfig) -> dict[str, tuple[int, dict[str, str]]]:
     return specs
 
 
-def ensure_topics(config: KafkaConfig, *, replication_factor: int = 1) -> list[str]:
+def ensure_topics(config: KafkaConfig, *, replication_factor: int = 1,
+                  bootstrap_timeout_ms: int | None = None) -> list[str]:  # fmt: skip
     """Create every missing certmon topic; return the names created.
 
     Existing topics are left alone (their partition counts are not changed).
+    ``bootstrap_timeout_ms`` overrides ``[kafka] bootstrap_timeout_ms`` for the admin client.
     """
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(**config.client_kwargs(), client_id=f"{config.client_id}-admin")
+    admin = KafkaAdminClient(**config.client_kwargs(bootstrap_timeout_ms),
+                             client_id=f"{config.client_id}-admin")
     try:
         existing = set(admin.list_topics())
         new = [

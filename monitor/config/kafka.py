@@ -173,16 +173,25 @@ class KafkaConfig(BaseModel):
             return [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
         return list(self.bootstrap_servers)
 
-    def client_kwargs(self) -> dict[str, object]:
+    def client_kwargs(self, bootstrap_timeout_ms: int | None = None) -> dict[str, object]:
         """Return keyword arguments common to kafka-python clients (secrets revealed).
 
-        Never log the result; log :meth:`redacted` instead.
+        ``bootstrap_timeout_ms`` overrides the configured one (a first start passes what is
+        left of ``startup_timeout_seconds``). Never log the result; log :meth:`redacted`.
+
+        Examples
+        --------
+        >>> cfg = KafkaConfig(bootstrap_servers="k:9092")
+        >>> short = cfg.client_kwargs(700)
+        >>> cfg.client_kwargs()["bootstrap_timeout_ms"], short["bootstrap_timeout_ms"]
+        (30000, 700)
         """
         kw: dict[str, object] = {
             "bootstrap_servers": self.bootstrap_list(),
             "security_protocol": self.security_protocol,
             "request_timeout_ms": self.request_timeout_ms,
-            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
+            "bootstrap_timeout_ms": (self.bootstrap_timeout_ms if bootstrap_timeout_ms is None
+                                     else bootstrap_timeout_ms),
             "reconnect_backoff_max_ms": int(self.retry_backoff_max_seconds * 1000),
         }
         if self.sasl_mechanism is not None:

@@ -107,8 +107,8 @@ class FakeConsumer:
     def highwater(self, tp: TopicPartition) -> int | None:
         return 100
 
-    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
-        self.commits.append(offsets)
+    def commit(self, offsets: dict[TopicPartition, Any], timeout_ms: int | None = None) -> None:
+        self.commits.append(offsets)  # kafka-python's signature (timeout_ms: the runner's budget)
 
 
 def _event(i: int, suite: str = "qa", kind: str = "judge") -> bytes:
