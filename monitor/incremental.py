@@ -379,6 +379,7 @@ class IncrementalCheckpointer:
         head = engine.snapshot(parts=())
         del head["suites"]
         docs: dict[str, tuple[int, str, bytes]] = {}
+        engine.settle([n for n in order if n in self._dirty or n not in self._clean])
         for name in order:
             if name not in self._dirty and name in self._clean:
                 continue

@@ -21,6 +21,8 @@ wealth per grid point. Rows of the sums arrays are ``[A, B, C, D, E]``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -89,22 +91,32 @@ def round_terms(lam: FloatArray, q: FloatArray, zmin: FloatArray) -> FloatArray:
     return np.stack([lam, lam * q, kl2, kl2q, kl2q * q])
 
 
-def fold_sums(sums: FloatArray, terms: FloatArray) -> FloatArray:
+def fold_sums(sums: FloatArray, terms: FloatArray, axis: int = 0) -> FloatArray:
     """Return the running sums after each round: ``out[i] = sums + terms[0] + ... + terms[i]``.
 
-    ``sums`` has shape ``X``, ``terms`` shape ``(k, *X)``; additions are sequential in round
-    order (never pairwise), so the result does not depend on how rounds are batched.
+    ``terms`` has the rounds on ``axis`` and otherwise the shape of ``sums`` (e.g. ``sums``
+    ``X``, ``terms`` ``(k, *X)``); additions are sequential in round order (never pairwise), so
+    the result does not depend on how rounds are batched.
 
     Examples
     --------
     >>> fold_sums(np.array([1.0]), np.array([[0.5], [0.25]])).ravel().tolist()
     [1.5, 1.75]
+    >>> fold_sums(np.array([[1.0]]), np.array([[[0.5], [0.25]]]), axis=1).ravel().tolist()
+    [1.5, 1.75]
     """
-    stacked = np.empty((len(terms) + 1, *terms.shape[1:]))
-    stacked[0] = sums
-    stacked[1:] = terms
+    shape = list(terms.shape)
+    shape[axis] += 1
+    stacked = np.empty(shape)
+    first: list[Any] = [slice(None)] * terms.ndim
+    first[axis] = 0
+    rest = list(first)
+    rest[axis] = slice(1, None)
+    stacked[tuple(first)] = sums
+    stacked[tuple(rest)] = terms
     # accumulate is strictly sequential along the axis: out[i] = out[i - 1] + terms[i]
-    return np.add.accumulate(stacked, axis=0)[1:]
+    out: FloatArray = np.add.accumulate(stacked, axis=axis)[tuple(rest)]
+    return out
 
 
 def quadratic_bound(sums: FloatArray, m: FloatArray | float, upper: bool) -> FloatArray:

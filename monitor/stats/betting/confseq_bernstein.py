@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,13 +32,45 @@ from monitor.stats.betting.grid_batch import wsr_rounds_stats
 from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp, log_mean_exp_rows
 from monitor.stats.betting.members import MemberBounds
 
-__all__ = ["BernsteinMember", "BernsteinSequences"]
+__all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
 
 FloatArray = npt.NDArray[np.float64]
 FORMAT = "certmon.confseq_bernstein"
 _VERSION = 1
 _CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
 _WALK = 4  # points tried one by one before a moving edge is searched all at once
+
+
+def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray
+               ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Return the sums after each round of a bet block, for sequences of one configuration.
+
+    ``qs`` is ``(N, k, R)``: sequence ``n``'s observations ``q = h + rho (b - f)`` of its next
+    ``k`` rounds (rows beyond a sequence's own rounds are ignored padding). Returns ``(up, low,
+    totals, devs)``: the upper and lower tests' quadratic sums ``(N, k, 5, R)`` and the WSR
+    sums ``(N, k, R)`` after each round, from each sequence's current sums and its block caps.
+    Element by element the same float operations as for one sequence, so each slice is what a
+    sequence alone gets.
+    """
+    first = seqs[0]
+    g = first.grid_size
+    t0 = np.array([s._applied for s in seqs], dtype=np.int64)
+    lams, totals, devs = wsr_rounds_stats(qs, t0, first._log_inv_delta, first.bet.horizon,
+                                          first._mu0, first._var0,
+                                          np.array([s.total for s in seqs]),
+                                          np.array([s.dev for s in seqs]))
+    lo = np.array([[e[0] for e in s._cap_edges] for s in seqs])[:, first._row_member] / g
+    hi = np.array([[e[1] for e in s._cap_edges] for s in seqs])[:, first._row_member] / g
+    sums = np.stack([s.sums for s in seqs])  # (N, 2, 5, R)
+    c = first.bet.c
+    rho = first._row_rho
+    cum = []
+    for side, span in enumerate((1.0 + rho - lo, hi + rho)):
+        lam = np.minimum(lams, (c / span)[:, None, :])  # upper: c / (M - l); lower: c / (u + rho)
+        zmin = lam * (lo[:, None, :] - qs) if side == 0 else lam * (qs - hi[:, None, :])
+        terms = round_terms(lam, qs, zmin)  # (5, N, k, R); zmin >= -c
+        cum.append(fold_sums(sums[:, side], np.moveaxis(terms, 0, -2), axis=1))
+    return cum[0], cum[1], totals, devs
 
 
 class BernsteinMember(MemberBounds):
@@ -183,6 +215,9 @@ class BernsteinSequences:
         # the bounds the bets of the current block of _CHUNK rounds are capped with
         self._cap_edges = [(m.lo_edge, m.hi_edge) for m in self.members]
         self._pending = array("d")  # (h, b - f) of buffered rounds
+        # what sequences flushed together (flush_sequences) must share
+        self._layout = (self.delta, self.grid_size, self.bet, tuple(r),
+                        tuple(tuple(m) for m in self._member_idx))
 
     def spawn(self) -> BernsteinSequences:
         """Return fresh sequences of this configuration, sharing its read-only row layout.
@@ -224,36 +259,32 @@ class BernsteinSequences:
         qs_all = hd[:, :1] + hd[:, 1:] * self._row_rho  # (k, R): q = h + rho (b - f)
         pos = 0
         while pos < len(qs_all) and any(m.is_valid for m in self.members):
-            if self._applied % _CHUNK == 0:  # a new bet block: caps from the current bounds
-                self._cap_edges = [(m.lo_edge, m.hi_edge) if m.is_valid else cap
-                                   for m, cap in zip(self.members, self._cap_edges,
-                                                     strict=True)]
+            self._open_block()
             n = min(len(qs_all) - pos, _CHUNK - self._applied % _CHUNK)
-            self._apply(qs_all[pos : pos + n])
+            self._settle(*(a[0] for a in block_sums([self], qs_all[None, pos : pos + n])))
             pos += n
         self._applied = self.rounds
 
-    def _apply(self, qs: FloatArray) -> None:
-        """Apply rounds of one bet block: sums after each, then the bound moves in order."""
-        k = len(qs)
-        lams, totals, devs = wsr_rounds_stats(qs, self._applied, self._log_inv_delta,
-                                              self.bet.horizon, self._mu0, self._var0,
-                                              self.total, self.dev)
-        g = self.grid_size
-        lo = np.array([e[0] for e in self._cap_edges])[self._row_member] / g
-        hi = np.array([e[1] for e in self._cap_edges])[self._row_member] / g
-        c = self.bet.c
-        cum = []
-        for side, span in enumerate((1.0 + self._row_rho - lo, hi + self._row_rho)):
-            lam = np.minimum(lams, c / span)  # upper side: c / (M - l); lower: c / (u - m_s)
-            zmin = lam * (lo - qs) if side == 0 else lam * (qs - hi)  # >= -c
-            terms = round_terms(lam, qs, zmin)  # (5, k, R)
-            cum.append(fold_sums(self.sums[side], terms.transpose(1, 0, 2)))
-        up, low = cum
+    def _open_block(self) -> None:
+        """At the start of a bet block, cap the block's bets with the current bounds."""
+        if self._applied % _CHUNK == 0:
+            self._cap_edges = [(m.lo_edge, m.hi_edge) if m.is_valid else cap
+                               for m, cap in zip(self.members, self._cap_edges, strict=True)]
+
+    def _settle(self, up: FloatArray, low: FloatArray, totals: FloatArray,
+                devs: FloatArray) -> None:
+        """Move the bounds round by round through a block's sums, then keep the sums."""
+        k = len(up)
         stop = [k - 1 if m.is_valid else -1 for m in self.members]
         nxt = [[k, k] for _ in self.members]
-        nxt_of = self._next_rejections(up, low, 0, [i for i, m in enumerate(self.members)
-                                                    if m.is_valid])
+        valid = [i for i, m in enumerate(self.members) if m.is_valid]
+        # No test can reject anything yet: every log-wealth bound Q_s(m) is at most
+        # (1 + rho_s) sum(lam) (the quadratic terms are <= 0, |m - q| <= 1 + rho_s), and
+        # sum(lam) only grows, so the block's last round bounds all of them.
+        reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * (1.0 + self._row_rho)))
+        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
+        nxt_of = ({} if reach + 1e-9 * (1.0 + reach) < limit
+                  else self._next_rejections(up, low, 0, valid))
         while True:
             for i, first in nxt_of.items():
                 nxt[i] = first
@@ -279,6 +310,54 @@ class BernsteinSequences:
                 self.total[rows] = totals[stop[i]][rows].tolist()
                 self.dev[rows] = devs[stop[i]][rows].tolist()
         self._applied += k
+
+    # ------------------------------------------------------------------ many at once
+    @staticmethod
+    def flush_all(seqs: Iterable[BernsteinSequences]) -> None:
+        """Apply the buffered rounds of many sequences, siblings in one vectorized pass.
+
+        Sequences of one configuration (a suite's models) whose buffered rounds lie in one
+        bet block share the array work (:func:`block_sums` with a leading axis); the bound
+        moves stay each sequence's own. The result is what :meth:`flush` on each gives (the
+        same float operations, element by element), at a fraction of the cost when many
+        sequences hold a few rounds each (a read of a large fleet).
+
+        Examples
+        --------
+        >>> proto = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+        >>> a, b, c = proto.spawn(), proto.spawn(), proto.spawn()
+        >>> for i in range(40):
+        ...     for s in (a, b, c):
+        ...         s.update(float(i % 3 == 0), 0.0, 0.2)
+        >>> BernsteinSequences.flush_all([a, b]); c.flush()
+        >>> a.to_state() == c.to_state() == b.to_state()
+        True
+        """
+        groups: dict[Any, list[BernsteinSequences]] = {}
+        for s in seqs:
+            k = len(s._pending) // 2
+            if not k:
+                continue
+            if s._applied % _CHUNK + k > _CHUNK or not any(m.is_valid for m in s.members):
+                s.flush()  # spans two bet blocks (or nothing to apply): alone
+            else:
+                groups.setdefault(s._layout, []).append(s)
+        for group in groups.values():
+            if len(group) == 1:
+                group[0].flush()
+                continue
+            ks = [len(s._pending) // 2 for s in group]
+            qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
+            for n, s in enumerate(group):
+                hd = np.frombuffer(s._pending, dtype=np.float64).reshape(-1, 2)
+                s._pending = array("d")
+                qs[n, : ks[n]] = hd[:, :1] + hd[:, 1:] * s._row_rho
+                s._open_block()
+            up, low, totals, devs = block_sums(group, qs)
+            for n, s in enumerate(group):
+                k = ks[n]
+                s._settle(up[n, :k], low[n, :k], totals[n, :k], devs[n, :k])
+                s._applied = s.rounds
 
     def _edge_point(self, m: BernsteinMember, side: int) -> float:
         """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""

@@ -348,6 +348,15 @@ class CertificateGroup:
         """Number of rounds processed."""
         return self._tests[0].rounds
 
+    @property
+    def sequences(self) -> BernsteinSequences | None:
+        """The group's Bernstein confidence sequences (None for the grid kind or none).
+
+        For :meth:`BernsteinSequences.flush_all` over many groups; read bounds through
+        :attr:`members`.
+        """
+        return self._grid if isinstance(self._grid, BernsteinSequences) else None
+
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state of the whole group (shared parts stored once)."""

@@ -256,6 +256,47 @@ def test_restore_mid_block_and_reads_do_not_change_the_result() -> None:
     assert noisy.to_state() == quiet.to_state()
 
 
+def test_flushing_many_siblings_at_once_equals_flushing_each() -> None:
+    """flush_all (a fleet read) gives, bit for bit, what flush gives on each sequence.
+
+    40 siblings (spawned, and one restored from a checkpoint: same layout, its own arrays)
+    get different streams and different numbers of rounds between reads, so a read finds
+    some in a block's first rounds (no rejection possible yet), some mid-block with bound
+    moves, some with rounds spanning two bet blocks, and one whose intersection emptied.
+    """
+    rng = np.random.default_rng(21)
+    union, members = np.linspace(0, 1, 4).tolist(), [[0], [3], [0, 1, 2, 3]]
+    proto = BernsteinSequences(0.1, union, BetConfig(), 200, members)
+    n = 40
+    alone = [proto.spawn() for _ in range(n)]
+    together = [proto.spawn() for _ in range(n)]
+    risks = rng.uniform(0.05, 0.6, n)
+    drifting = 7  # its risk jumps: the lower edge crosses the upper one
+    moved = 0
+    for read in range(12):
+        for i in range(n):
+            if read == 5 and i == 11:  # a restored sibling joins the batch
+                alone[i] = BernsteinSequences.from_state(alone[i].to_state())
+                together[i] = BernsteinSequences.from_state(together[i].to_state())
+            risk = 0.95 if (i == drifting and read >= 3) else risks[i]
+            for _ in range(int(rng.integers(0, 45))):
+                h = float(rng.random() < risk)
+                f = h if rng.random() < 0.8 else 1.0 - h
+                b = None if rng.random() < 0.1 else float(rng.random() * 0.3)
+                alone[i].update(h, f, b)
+                together[i].update(h, f, b)
+        before = [m.hi_edge for s in together for m in s.members]
+        for s in alone:
+            s.flush()
+        BernsteinSequences.flush_all(together)
+        moved += sum(a != m.hi_edge for a, m in zip(
+            before, (m for s in together for m in s.members), strict=True))
+        for a, b in zip(alone, together, strict=True):
+            assert a.to_state() == b.to_state()
+    assert moved > 0
+    assert not together[drifting].members[0].valid
+
+
 @pytest.mark.parametrize("forge", [
     lambda d: d["sums"][0][0].__setitem__(0, float("nan")),
     lambda d: d["wsr_dev"].__setitem__(0, -1.0),
