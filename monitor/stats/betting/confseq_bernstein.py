@@ -38,7 +38,7 @@ FloatArray = npt.NDArray[np.float64]
 FORMAT = "certmon.confseq_bernstein"
 _VERSION = 1
 _CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
-_WALK = 4  # points tried one by one before a moving edge is searched all at once
+_WINDOW = 16  # points in a first table of an edge's search (doubled when it is left)
 
 
 def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray
@@ -276,32 +276,17 @@ class BernsteinSequences:
         """Move the bounds round by round through a block's sums, then keep the sums."""
         k = len(up)
         stop = [k - 1 if m.is_valid else -1 for m in self.members]
-        nxt = [[k, k] for _ in self.members]
         valid = [i for i, m in enumerate(self.members) if m.is_valid]
         # No test can reject anything yet: every log-wealth bound Q_s(m) is at most
         # (1 + rho_s) sum(lam) (the quadratic terms are <= 0, |m - q| <= 1 + rho_s), and
         # sum(lam) only grows, so the block's last round bounds all of them.
         reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * (1.0 + self._row_rho)))
         limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
-        nxt_of = ({} if reach + 1e-9 * (1.0 + reach) < limit
-                  else self._next_rejections(up, low, 0, valid))
-        while True:
-            for i, first in nxt_of.items():
-                nxt[i] = first
-            j = min(min(n) for n in nxt)
-            if j >= k:
-                break
-            again = []
-            for i, m in enumerate(self.members):
-                if min(nxt[i]) != j:
-                    continue
-                self._move(m, up[j], low[j])
-                if not m.is_valid:
-                    stop[i] = j  # an empty intersection freezes the member's statistics
-                    nxt[i] = [k, k]
-                else:  # both sides from the next round (an unmoved side's answer is > j)
-                    again.append(i)
-            nxt_of = self._next_rejections(up, low, j + 1, again)
+        if reach + 1e-9 * (1.0 + reach) >= limit:
+            # members are independent: each runs from its first rejection to the block's end
+            for i, first in self._next_rejections(up, low, 0, valid).items():
+                if min(first) < k:
+                    stop[i] = _EdgeWalk(self, self.members[i], up, low).run(min(first))
         for i, m in enumerate(self.members):
             if stop[i] >= 0:
                 rows = m.rows
@@ -399,46 +384,6 @@ class BernsteinSequences:
         q = quadratic_bound_list(sums[:, m.rows].tolist(), point, side == 0)
         return log_mean_exp(q) >= self.log_threshold
 
-    def _move(self, m: BernsteinMember, up: FloatArray, low: FloatArray) -> tuple[bool, bool]:
-        """Move ``m``'s edges to the hull of the points that the tests accept.
-
-        The upper edge becomes one cell above the largest point in ``[lower, upper)`` the upper
-        test accepts, the lower edge one cell below the smallest point in ``(lower, upper]``
-        the lower test accepts; if a test accepts none of them the edges cross and the member
-        becomes invalid (impossible while ``R`` is inside: the tested points stay in the
-        range where the quadratic bounds the wealth). Points are tried inward from the edge
-        in Python floats for a few steps, then all at once. Returns which edges moved (upper,
-        lower).
-        """
-        lo_e, hi_e = m.lo_edge, m.hi_edge
-        new_hi = self._walk(m, 0, up, hi_e - 1, lo_e - 1, -1)
-        new_lo = self._walk(m, 1, low, lo_e + 1, hi_e + 1, 1)
-        m.lo_edge, m.hi_edge = max(lo_e, new_lo - 1), min(hi_e, new_hi + 1)
-        if m.lo_edge >= m.hi_edge:
-            m.is_valid = False
-        return m.hi_edge != hi_e, m.lo_edge != lo_e
-
-    def _walk(self, m: BernsteinMember, side: int, sums: FloatArray, first: int, end: int,
-              step: int) -> int:
-        """Return the first point from ``first`` towards ``end`` (exclusive) ``side`` accepts.
-
-        ``end`` if it accepts none of them.
-        """
-        g = self.grid_size
-        p = first
-        for _ in range(_WALK):
-            if p == end:
-                return end
-            if not self._rejects(m, side, sums, p / g):
-                return p
-            p += step
-        if p == end:
-            return end
-        pts = np.arange(p, end, step) / g
-        mix = log_mean_exp_rows(quadratic_bound(sums[:, m.rows, None], pts, side == 0), axis=0)
-        acc = np.flatnonzero(mix < self.log_threshold)
-        return p + step * int(acc[0]) if acc.size else end
-
     # ------------------------------------------------------------------ state
     def _params(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": _VERSION, "delta": self.delta,
@@ -519,3 +464,78 @@ class BernsteinSequences:
             m.lo_edge, m.hi_edge, m.is_valid = lo, hi, ok
         self._cap_edges = [(e[3], e[4]) for e in edges]
         self._pending = array("d")
+
+
+class _EdgeWalk:
+    """One member's bound moves through a block, round by round, from tables of the mixtures.
+
+    At each round, if the test of a side rejects the point just inside its edge, the edge
+    moves to one cell beyond the first point inward that the test accepts (the upper edge
+    searches down to the lower edge, the lower one up to the upper edge, both from the edges
+    before the round); if the edges cross, the member's intersection is empty. A decision is
+    read from a vectorized table of the mixture over the remaining rounds and a window of
+    points inward from the edge (rebuilt wider when a search leaves it), and taken in Python
+    floats (:meth:`BernsteinSequences._rejects`) when the table value is within a margin far
+    above rounding of the threshold: every decision is the exact one, whatever the batching.
+    """
+
+    def __init__(self, seqs: BernsteinSequences, m: BernsteinMember, up: FloatArray,
+                 low: FloatArray) -> None:
+        self.seqs, self.m, self.sums = seqs, m, (up, low)
+        t = seqs.log_threshold
+        margin = 1e-9 * (1.0 + abs(t))
+        self.clear_reject, self.clear_accept = t + margin, t - margin
+        # per side: (first round, first point, width, mixture (rounds, points)) or None
+        self.tables: list[tuple[int, int, int, FloatArray] | None] = [None, None]
+
+    def run(self, start: int) -> int:
+        """Apply rounds ``start ..`` of the block; return the last round the member counts."""
+        m = self.m
+        lo, hi = m.lo_edge, m.hi_edge
+        rejected = self.rejected
+        for j in range(start, len(self.sums[0])):
+            up_moves = rejected(0, j, hi - 1)
+            low_moves = rejected(1, j, lo + 1)
+            if not (up_moves or low_moves):
+                continue
+            new_hi, new_lo = hi - 1, lo + 1
+            if up_moves:
+                new_hi -= 1
+                while new_hi >= lo and rejected(0, j, new_hi):
+                    new_hi -= 1
+            if low_moves:
+                new_lo += 1
+                while new_lo <= hi and rejected(1, j, new_lo):
+                    new_lo += 1
+            lo, hi = max(lo, new_lo - 1), min(hi, new_hi + 1)
+            m.lo_edge, m.hi_edge = lo, hi
+            if lo >= hi:
+                m.is_valid = False  # an empty intersection freezes the member's statistics
+                return j
+        return len(self.sums[0]) - 1
+
+    def rejected(self, side: int, j: int, point: int) -> bool:
+        """Whether ``side``'s test rejects grid point ``point`` at round ``j``."""
+        table = self.tables[side]
+        if table is not None:
+            j0, base, width, mix = table
+            at = base - point if side == 0 else point - base
+            if j >= j0 and 0 <= at < width:
+                v = float(mix[j - j0, at])
+                if v >= self.clear_reject:
+                    return True
+                if v < self.clear_accept:
+                    return False
+                return self.seqs._rejects(self.m, side, self.sums[side][j],
+                                          point / self.seqs.grid_size)
+        width = min(2 * table[2] if table is not None else _WINDOW,
+                    self.m.hi_edge - self.m.lo_edge + 2)
+        self.tables[side] = (j, point, width, self._mixtures(side, j, point, width))
+        return self.rejected(side, j, point)
+
+    def _mixtures(self, side: int, j: int, point: int, width: int) -> FloatArray:
+        """Return the mixture at rounds ``j ..`` and ``width`` points inward from ``point``."""
+        steps = np.arange(width)
+        pts = (point - steps if side == 0 else point + steps) / self.seqs.grid_size
+        sums = self.sums[side][j:, :, self.m.rows].transpose(1, 0, 2)[..., None]
+        return log_mean_exp_rows(quadratic_bound(sums, pts, side == 0), axis=1)
