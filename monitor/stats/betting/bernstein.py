@@ -21,6 +21,7 @@ wealth per grid point. Rows of the sums arrays are ``[A, B, C, D, E]``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "N_SUMS",
     "fan_slope",
     "fold_sums",
+    "mixture_rejects",
     "quadratic_bound",
     "quadratic_bound_list",
     "round_terms",
@@ -149,3 +151,22 @@ def quadratic_bound_list(sums: list[list[float]], m: float, upper: bool) -> list
         lin = m * a - b if upper else b - m * a
         out.append(lin + (m * (m * c - 2.0 * d) + e))
     return out
+
+
+def mixture_rejects(sums: FloatArray, m: float, upper: bool, log_threshold: float) -> bool:
+    """Decide in Python floats whether the uniform rho mixture of the bounds rejects ``m``.
+
+    ``sums`` is ``(5, S)`` (one round's sums of the ``S`` rows of a member); the mixture is
+    ``log mean_s exp(Q_s(m))`` (:func:`quadratic_bound_list`), compared with ``log_threshold``.
+    The exact decision: vectorized filters compare with a margin and defer to it.
+
+    Examples
+    --------
+    >>> s = np.array([[1.0], [0.25], [-0.5], [-0.125], [-0.03125]])
+    >>> mixture_rejects(s, 0.75, True, 0.375), mixture_rejects(s, 0.75, True, 0.4)
+    (True, False)
+    """
+    q = quadratic_bound_list(sums.tolist(), m, upper)
+    top = max(q)
+    exp = math.exp
+    return top + math.log(sum([exp(v - top) for v in q]) / len(q)) >= log_threshold

@@ -23,13 +23,14 @@ import numpy.typing as npt
 from monitor.stats.betting.bernstein import (
     N_SUMS,
     fold_sums,
+    mixture_rejects,
     quadratic_bound,
-    quadratic_bound_list,
     round_terms,
 )
+from monitor.stats.betting.bernstein_edges import EdgeWalk
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
-from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp, log_mean_exp_rows
+from monitor.stats.betting.grid_wealth import edge_limit
 from monitor.stats.betting.members import MemberBounds
 
 __all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
@@ -38,7 +39,6 @@ FloatArray = npt.NDArray[np.float64]
 FORMAT = "certmon.confseq_bernstein"
 _VERSION = 1
 _CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
-_WINDOW = 16  # points in a first table of an edge's search (doubled when it is left)
 
 
 def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray
@@ -164,9 +164,12 @@ class BernsteinSequences:
 
     *Cost.* State: per rho row, two WSR sums and ``2 x 5`` quadratic sums; per member, two
     edges. Rounds are buffered (up to 32, as ``(h, b - f)`` pairs) and applied in one
-    vectorized pass; a bound can only move when the tested point just inside it is rejected,
-    which is checked with a cheap vectorized filter and then decided exactly in Python floats
-    at that round, so the outcome never depends on how rounds were batched.
+    vectorized pass (:func:`block_sums`; :meth:`flush_all` does it for many sequences of one
+    configuration at once, e.g. at a read of a fleet); a bound can only move when the tested
+    point just inside it is rejected, which is checked with a cheap vectorized filter (skipped
+    while no log-wealth bound can reach the threshold) and then decided exactly in Python
+    floats at that round, and the moves from there are :class:`~monitor.stats.betting.
+    bernstein_edges.EdgeWalk`'s, so the outcome never depends on how rounds were batched.
 
     *Width.* Fan's bound is exact at ``z = z0`` and ``z = 0`` and its coefficient
     ``g(z0)`` is near ``-1/2`` once bets are small, so little wealth is lost; the caps use the
@@ -286,7 +289,8 @@ class BernsteinSequences:
             # members are independent: each runs from its first rejection to the block's end
             for i, first in self._next_rejections(up, low, 0, valid).items():
                 if min(first) < k:
-                    stop[i] = _EdgeWalk(self, self.members[i], up, low).run(min(first))
+                    stop[i] = EdgeWalk(self.members[i], up, low, self.grid_size,
+                                       self.log_threshold).run(min(first))
         for i, m in enumerate(self.members):
             if stop[i] >= 0:
                 rows = m.rows
@@ -381,8 +385,7 @@ class BernsteinSequences:
 
     def _rejects(self, m: BernsteinMember, side: int, sums: FloatArray, point: float) -> bool:
         """Decide exactly (Python floats) whether ``side``'s mixture rejects ``point``."""
-        q = quadratic_bound_list(sums[:, m.rows].tolist(), point, side == 0)
-        return log_mean_exp(q) >= self.log_threshold
+        return mixture_rejects(sums[:, m.rows], point, side == 0, self.log_threshold)
 
     # ------------------------------------------------------------------ state
     def _params(self) -> dict[str, Any]:
@@ -465,77 +468,3 @@ class BernsteinSequences:
         self._cap_edges = [(e[3], e[4]) for e in edges]
         self._pending = array("d")
 
-
-class _EdgeWalk:
-    """One member's bound moves through a block, round by round, from tables of the mixtures.
-
-    At each round, if the test of a side rejects the point just inside its edge, the edge
-    moves to one cell beyond the first point inward that the test accepts (the upper edge
-    searches down to the lower edge, the lower one up to the upper edge, both from the edges
-    before the round); if the edges cross, the member's intersection is empty. A decision is
-    read from a vectorized table of the mixture over the remaining rounds and a window of
-    points inward from the edge (rebuilt wider when a search leaves it), and taken in Python
-    floats (:meth:`BernsteinSequences._rejects`) when the table value is within a margin far
-    above rounding of the threshold: every decision is the exact one, whatever the batching.
-    """
-
-    def __init__(self, seqs: BernsteinSequences, m: BernsteinMember, up: FloatArray,
-                 low: FloatArray) -> None:
-        self.seqs, self.m, self.sums = seqs, m, (up, low)
-        t = seqs.log_threshold
-        margin = 1e-9 * (1.0 + abs(t))
-        self.clear_reject, self.clear_accept = t + margin, t - margin
-        # per side: (first round, first point, width, mixture (rounds, points)) or None
-        self.tables: list[tuple[int, int, int, FloatArray] | None] = [None, None]
-
-    def run(self, start: int) -> int:
-        """Apply rounds ``start ..`` of the block; return the last round the member counts."""
-        m = self.m
-        lo, hi = m.lo_edge, m.hi_edge
-        rejected = self.rejected
-        for j in range(start, len(self.sums[0])):
-            up_moves = rejected(0, j, hi - 1)
-            low_moves = rejected(1, j, lo + 1)
-            if not (up_moves or low_moves):
-                continue
-            new_hi, new_lo = hi - 1, lo + 1
-            if up_moves:
-                new_hi -= 1
-                while new_hi >= lo and rejected(0, j, new_hi):
-                    new_hi -= 1
-            if low_moves:
-                new_lo += 1
-                while new_lo <= hi and rejected(1, j, new_lo):
-                    new_lo += 1
-            lo, hi = max(lo, new_lo - 1), min(hi, new_hi + 1)
-            m.lo_edge, m.hi_edge = lo, hi
-            if lo >= hi:
-                m.is_valid = False  # an empty intersection freezes the member's statistics
-                return j
-        return len(self.sums[0]) - 1
-
-    def rejected(self, side: int, j: int, point: int) -> bool:
-        """Whether ``side``'s test rejects grid point ``point`` at round ``j``."""
-        table = self.tables[side]
-        if table is not None:
-            j0, base, width, mix = table
-            at = base - point if side == 0 else point - base
-            if j >= j0 and 0 <= at < width:
-                v = float(mix[j - j0, at])
-                if v >= self.clear_reject:
-                    return True
-                if v < self.clear_accept:
-                    return False
-                return self.seqs._rejects(self.m, side, self.sums[side][j],
-                                          point / self.seqs.grid_size)
-        width = min(2 * table[2] if table is not None else _WINDOW,
-                    self.m.hi_edge - self.m.lo_edge + 2)
-        self.tables[side] = (j, point, width, self._mixtures(side, j, point, width))
-        return self.rejected(side, j, point)
-
-    def _mixtures(self, side: int, j: int, point: int, width: int) -> FloatArray:
-        """Return the mixture at rounds ``j ..`` and ``width`` points inward from ``point``."""
-        steps = np.arange(width)
-        pts = (point - steps if side == 0 else point + steps) / self.seqs.grid_size
-        sums = self.sums[side][j:, :, self.m.rows].transpose(1, 0, 2)[..., None]
-        return log_mean_exp_rows(quadratic_bound(sums, pts, side == 0), axis=1)

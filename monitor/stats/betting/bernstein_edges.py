@@ -1,0 +1,132 @@
+"""How a Bernstein confidence sequence's bounds move through a block of rounds.
+
+Used by :class:`monitor.stats.betting.confseq_bernstein.BernsteinSequences` once a block's sums
+are known (:func:`~monitor.stats.betting.confseq_bernstein.block_sums`) and a member's edge
+point is rejected at some round: :class:`EdgeWalk` applies that member's remaining rounds.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.stats.betting.bernstein import mixture_rejects, quadratic_bound
+from monitor.stats.betting.grid_wealth import log_mean_exp_rows
+
+__all__ = ["EdgeWalk", "Edges"]
+
+FloatArray = npt.NDArray[np.float64]
+WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
+
+
+class Edges(Protocol):
+    """A member's interval on the grid: what :class:`EdgeWalk` reads and moves."""
+
+    lo_edge: int
+    hi_edge: int
+    is_valid: bool
+
+    @property
+    def rows(self) -> slice:
+        """The member's rows in the sums."""
+
+
+class EdgeWalk:
+    """One member's bound moves through a block, round by round, from tables of its mixtures.
+
+    Parameters
+    ----------
+    member : Edges
+        Its edges (grid indices, moved in place) and rows.
+    up, low : ndarray, shape (k, 5, R)
+        The upper and lower tests' quadratic sums after each round of the block.
+    grid_size : int
+        Grid points are ``j / grid_size``.
+    log_threshold : float
+        ``log(2 / delta)``: a side rejects ``m`` when its mixture reaches it.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> m = SimpleNamespace(lo_edge=0, hi_edge=10, is_valid=True, rows=slice(0, 1))
+    >>> up = np.zeros((1, 5, 1)); up[0, :, 0] = [40.0, 8.0, 0.0, 0.0, 0.0]   # Q(m) = 40 m - 8
+    >>> EdgeWalk(m, up, np.zeros((1, 5, 1)), 10, 3.0).run(0), m.lo_edge, m.hi_edge
+    (0, 0, 3)
+
+    Notes
+    -----
+    At each round, if a side's test rejects the point just inside its edge, the edge moves to
+    one cell beyond the first point inward that the test accepts (the upper edge searching
+    down to the lower edge, the lower one up to the upper edge, both from the edges before the
+    round); if the edges cross, the member's intersection is empty and it stops. These are the
+    moves of the running intersection of the accepted hulls, so the guarantee of
+    :class:`~monitor.stats.betting.confseq_bernstein.BernsteinSequences` holds as stated
+    there. A decision is read from a vectorized table of the mixture over the remaining
+    rounds and a window of points inward from the edge (rebuilt twice as wide when a search
+    leaves it), and taken in Python floats (:func:`mixture_rejects`) when the table value is
+    within a margin (far above rounding) of the threshold: every decision is the exact one,
+    whatever the batching.
+    """
+
+    def __init__(self, member: Edges, up: FloatArray, low: FloatArray, grid_size: int,
+                 log_threshold: float) -> None:
+        self.m, self.sums, self.grid_size = member, (up, low), grid_size
+        self.log_threshold = log_threshold
+        margin = 1e-9 * (1.0 + abs(log_threshold))
+        self.clear_reject, self.clear_accept = log_threshold + margin, log_threshold - margin
+        # per side: (first round, first point, width, mixtures (rounds, points)) or None
+        self.tables: list[tuple[int, int, int, FloatArray] | None] = [None, None]
+
+    def run(self, start: int) -> int:
+        """Apply rounds ``start ..`` of the block; return the last round the member counts."""
+        m = self.m
+        lo, hi = m.lo_edge, m.hi_edge
+        rejected = self.rejected
+        for j in range(start, len(self.sums[0])):
+            up_moves = rejected(0, j, hi - 1)
+            low_moves = rejected(1, j, lo + 1)
+            if not (up_moves or low_moves):
+                continue
+            new_hi, new_lo = hi - 1, lo + 1
+            if up_moves:
+                new_hi -= 1
+                while new_hi >= lo and rejected(0, j, new_hi):
+                    new_hi -= 1
+            if low_moves:
+                new_lo += 1
+                while new_lo <= hi and rejected(1, j, new_lo):
+                    new_lo += 1
+            lo, hi = max(lo, new_lo - 1), min(hi, new_hi + 1)
+            m.lo_edge, m.hi_edge = lo, hi
+            if lo >= hi:
+                m.is_valid = False  # an empty intersection freezes the member's statistics
+                return j
+        return len(self.sums[0]) - 1
+
+    def rejected(self, side: int, j: int, point: int) -> bool:
+        """Tell whether ``side``'s test (0 upper, 1 lower) rejects grid point ``point`` at ``j``."""
+        table = self.tables[side]
+        if table is not None:
+            j0, base, width, mix = table
+            at = base - point if side == 0 else point - base
+            if j >= j0 and 0 <= at < width:
+                v = float(mix[j - j0, at])
+                if v >= self.clear_reject:
+                    return True
+                if v < self.clear_accept:
+                    return False
+                return mixture_rejects(self.sums[side][j][:, self.m.rows],
+                                       point / self.grid_size, side == 0, self.log_threshold)
+        width = min(2 * table[2] if table is not None else WINDOW,
+                    self.m.hi_edge - self.m.lo_edge + 2)
+        self.tables[side] = (j, point, width, self._mixtures(side, j, point, width))
+        return self.rejected(side, j, point)
+
+    def _mixtures(self, side: int, j: int, point: int, width: int) -> FloatArray:
+        """Return the mixtures at rounds ``j ..`` and ``width`` points inward from ``point``."""
+        steps = np.arange(width)
+        pts = (point - steps if side == 0 else point + steps) / self.grid_size
+        sums = self.sums[side][j:, :, self.m.rows].transpose(1, 0, 2)[..., None]
+        return log_mean_exp_rows(quadratic_bound(sums, pts, side == 0), axis=1)
