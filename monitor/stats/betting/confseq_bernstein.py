@@ -343,9 +343,24 @@ class BernsteinSequences:
                 qs[n, : ks[n]] = hd[:, :1] + hd[:, 1:] * s._row_rho
                 s._open_block()
             up, low, totals, devs = block_sums(group, qs)
+            # as _settle, for all at once: where no test can reject yet and every member is
+            # valid, the sums after the last round are kept as they are
+            at = (np.arange(len(group)), np.array(ks) - 1)
+            last_up, last_low = up[at], low[at]  # (N, 5, R)
+            reach = np.max(np.maximum(last_up[:, 0], last_low[:, 0]) * (1.0 + group[0]._row_rho),
+                           axis=1)
+            first = group[0]
+            limit = edge_limit(first.log_threshold) - 1e-9 * (1.0 + abs(first.log_threshold))
+            quiet = (reach + 1e-9 * (1.0 + reach) < limit).tolist()
+            last_tot, last_dev = totals[at], devs[at]
+            last_sums = np.stack([last_up, last_low], axis=1)  # (N, 2, 5, R)
             for n, s in enumerate(group):
-                k = ks[n]
-                s._settle(up[n, :k], low[n, :k], totals[n, :k], devs[n, :k])
+                if quiet[n] and all(m.is_valid for m in s.members):
+                    s.sums = last_sums[n].copy()
+                    s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
+                else:
+                    k = ks[n]
+                    s._settle(up[n, :k], low[n, :k], totals[n, :k], devs[n, :k])
                 s._applied = s.rounds
 
     def _edge_point(self, m: BernsteinMember, side: int) -> float:
