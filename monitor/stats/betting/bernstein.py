@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from monitor.stats.betting.grid_batch import running_sums
+
 __all__ = [
     "N_SUMS",
     "fan_slope",
@@ -116,8 +118,7 @@ def fold_sums(sums: FloatArray, terms: FloatArray, axis: int = 0) -> FloatArray:
     rest[axis] = slice(1, None)
     stacked[tuple(first)] = sums
     stacked[tuple(rest)] = terms
-    # accumulate is strictly sequential along the axis: out[i] = out[i - 1] + terms[i]
-    out: FloatArray = np.add.accumulate(stacked, axis=axis)[tuple(rest)]
+    out: FloatArray = running_sums(stacked, axis)[tuple(rest)]
     return out
 
 

@@ -336,11 +336,16 @@ class BernsteinSequences:
                 group[0].flush()
                 continue
             ks = [len(s._pending) // 2 for s in group]
+            # every buffered (h, b - f) in one array; round i of sequence n goes to qs[n, i]
+            hd = np.frombuffer(b"".join(s._pending for s in group), dtype=np.float64)
+            hd = hd.reshape(-1, 2)
+            counts = np.array(ks)
+            seq_of = np.repeat(np.arange(len(group)), counts)
+            round_of = np.arange(len(hd)) - np.repeat(np.cumsum(counts) - counts, counts)
             qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
-            for n, s in enumerate(group):
-                hd = np.frombuffer(s._pending, dtype=np.float64).reshape(-1, 2)
+            qs[seq_of, round_of] = hd[:, :1] + hd[:, 1:] * group[0]._row_rho
+            for s in group:
                 s._pending = array("d")
-                qs[n, : ks[n]] = hd[:, :1] + hd[:, 1:] * s._row_rho
                 s._open_block()
             up, low, totals, devs = block_sums(group, qs)
             # as _settle, for all at once: where no test can reject yet and every member is

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from monitor.stats.betting.bets import wsr_scale
 from monitor.stats.betting.grid_wealth import edge_limit, log_mean_exp_rows
 
-__all__ = ["accumulate_wsr_rounds", "edge_candidates", "wsr_rounds_stats"]
+__all__ = ["accumulate_wsr_rounds", "edge_candidates", "running_sums", "wsr_rounds_stats"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,6 +55,31 @@ def accumulate_wsr_rounds(
     return out
 
 
+def running_sums(a: FloatArray, axis: int) -> FloatArray:
+    """Return the running sums of ``a`` along ``axis``, added strictly in order.
+
+    ``out[i] = out[i - 1] + a[i]`` along the axis (never pairwise), so a value does not depend
+    on how rounds were batched. numpy's ``add.accumulate`` when the other axes are small (one
+    sequence's block), a loop of whole-slice additions when they are large (a fleet's blocks
+    at once, where it is about three times faster); the two are bit-identical.
+
+    Examples
+    --------
+    >>> running_sums(np.array([[1.0, 2.0], [0.5, 0.25]]), axis=0).tolist()
+    [[1.0, 2.0], [1.5, 2.25]]
+    """
+    steps = a.shape[axis]
+    if steps < 2 or a.size // steps < 4096:
+        out: FloatArray = np.add.accumulate(a, axis=axis)
+        return out
+    out = np.empty_like(a)
+    moved, src = np.moveaxis(out, axis, 0), np.moveaxis(a, axis, 0)  # views
+    moved[0] = src[0]
+    for i in range(1, steps):
+        np.add(moved[i - 1], src[i], out=moved[i])
+    return out
+
+
 def wsr_rounds_stats(
     qs: FloatArray,
     t0: int | npt.NDArray[np.int64],
@@ -87,16 +112,16 @@ def wsr_rounds_stats(
     """
     k = qs.shape[-2]
     t = np.asarray(t0, dtype=np.int64)[..., None] + np.arange(1, k + 1)  # (..., k)
-    # add.accumulate is strictly sequential along the axis (running sums, never pairwise)
+    # running sums are strictly sequential along the axis (never pairwise)
     sums = np.empty((*qs.shape[:-2], k + 1, qs.shape[-1]))
     sums[..., 0, :] = total
     sums[..., 1:, :] = qs
-    sums = np.add.accumulate(sums, axis=-2)
+    sums = running_sums(sums, axis=sums.ndim - 2)
     err = qs - (np.array(mu0) + sums[..., 1:, :]) / (t + 1)[..., None]
     devs = np.empty_like(sums)
     devs[..., 0, :] = dev
     np.multiply(err, err, out=devs[..., 1:, :])
-    devs = np.add.accumulate(devs, axis=-2)
+    devs = running_sums(devs, axis=devs.ndim - 2)
     memo: dict[int, float] = {}
     scale = np.array([memo[tt] if tt in memo else memo.setdefault(
         tt, wsr_scale(log_inv_delta, tt, horizon)) for tt in t.ravel().tolist()]).reshape(t.shape)
