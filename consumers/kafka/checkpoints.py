@@ -295,11 +295,19 @@ class KafkaTopicStore:
         from kafka.errors import KafkaError
 
         reader = self._ensure_reader()
+        deadline = time.monotonic() + self.timeout
+
+        def left_ms() -> int:  # every broker wait is bounded: kafka-python's default is none
+            return max(1, int((deadline - time.monotonic()) * 1000))
+
         try:
             tps = list(reader.assignment())
-            end = reader.end_offsets(tps)
-            deadline = time.monotonic() + self.timeout
-            while any(reader.position(tp) < end[tp] for tp in tps):
+            end = reader.end_offsets(tps, timeout_ms=left_ms())
+            while True:
+                positions = [reader.position(tp, timeout_ms=min(left_ms(), 5000)) for tp in tps]
+                if all(at is not None and at >= end[tp]
+                       for at, tp in zip(positions, tps, strict=True)):
+                    break
                 if time.monotonic() > deadline:
                     raise CheckpointError(f"timed out reading checkpoint topic {self.topic!r}")
                 for records in reader.poll(timeout_ms=500).values():

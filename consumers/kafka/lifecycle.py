@@ -32,12 +32,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("certmon.kafka")
 
 __all__ = [
+    "RebalanceStalled",
     "ShutdownBudget",
     "StartupTimeout",
     "StopRequested",
     "check_startup",
     "close_outputs",
     "log_loop_failure",
+    "rebalance_limit_s",
     "startup_bootstrap_ms",
 ]
 
@@ -54,6 +56,26 @@ class StopRequested(BaseException):
 
 class StartupTimeout(CertmonError):
     """No broker answered within ``[kafka] startup_timeout_seconds`` of the first start."""
+
+
+class RebalanceStalled(CertmonError):
+    """Partitions were revoked and no assignment followed within :func:`rebalance_limit_s`."""
+
+
+def rebalance_limit_s(config: KafkaConfig) -> float:
+    """Seconds a rebalance may take before the consumer is closed and the group rejoined.
+
+    Three session timeouts, and at least 20 s: a member that left mid-rebalance is expired by
+    the broker within one session timeout, so a healthy rebalance has ended well before.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> rebalance_limit_s(KafkaConfig(session_timeout_ms=6000)), rebalance_limit_s(
+    ...     KafkaConfig(session_timeout_ms=45000))
+    (20.0, 135.0)
+    """
+    return max(20.0, 3.0 * config.session_timeout_ms / 1000.0)
 
 
 def check_startup(config: KafkaConfig, started: float, reason: str) -> None:

@@ -38,12 +38,14 @@ from consumers.alertmanager.wiring import take_over
 from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
 from consumers.kafka.fetcher import FetchProcess, group_busy
 from consumers.kafka.lifecycle import (
+    RebalanceStalled,
     ShutdownBudget,
     StartupTimeout,
     StopRequested,
     check_startup,
     close_outputs,
     log_loop_failure,
+    rebalance_limit_s,
     startup_bootstrap_ms,
 )
 from consumers.kafka.metrics import KafkaMetrics
@@ -109,6 +111,7 @@ class KafkaRunner:
         self._took_over = False
         self._fence = SuiteFence(self.metrics, ops, self.kafka.dead_letter_max_raw_bytes)
         self._joined = False  # a group assignment was received (the brokers were reached)
+        self._revoked_at: float | None = None  # a revocation not yet followed by an assignment
         self._budget = ShutdownBudget()
         self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
         self.final_view: dict[str, Any] | None = None
@@ -186,6 +189,7 @@ class KafkaRunner:
         consumer = self._require_consumer()
         store = self._require_store()
         self._joined = True
+        self._revoked_at = None
         by_partition: dict[int, list[TopicPartition]] = {}
         for tp in assigned:
             by_partition.setdefault(tp.partition, []).append(tp)
@@ -207,6 +211,7 @@ class KafkaRunner:
             take_over(self._sinks["alerts"], self.state_view())
 
     def _on_revoked(self, revoked: Any) -> None:
+        self._revoked_at = time.monotonic()
         if self._discard_on_revoke:
             self._drop(revoked)
             return
@@ -353,6 +358,7 @@ class KafkaRunner:
                 finally:
                     self.connecting = False
                 consumer = self._require_consumer()
+                self._revoked_at = None
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
                 self._connected(True)
                 progressed = False
@@ -385,6 +391,7 @@ class KafkaRunner:
                         connected_once = True
                     if not connected_once:
                         check_startup(self.kafka, started, "no partition assignment from the group")
+                    self._check_rebalance()
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
                 self.begin_shutdown()
@@ -410,6 +417,16 @@ class KafkaRunner:
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
         self._connected(False)
         self.close()
+
+    def _check_rebalance(self) -> None:
+        # A rebalance that never ends (kafka-python, rarely: revoked, then no assignment and
+        # nothing fetched) would stall this instance for good; a fresh consumer rejoins.
+        revoked_at = self._revoked_at
+        limit = rebalance_limit_s(self.kafka)
+        if revoked_at is not None and time.monotonic() - revoked_at > limit:
+            self._revoked_at = None
+            raise RebalanceStalled(f"no partition assignment {limit:.0f} s after a revocation: "
+                                   "closing the consumer to rejoin the group")
 
     def _connected(self, up: bool) -> None:
         # certmon_kafka_connected and certmon_up tell the same truth: while the brokers cannot

@@ -13,6 +13,7 @@ from kafka.structs import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.checkpoints import KafkaTopicStore, chunk_key, split_chunks
+from consumers.kafka.lifecycle import RebalanceStalled, rebalance_limit_s
 from consumers.kafka.logs import JsonFormatter, configure_json_logging
 from consumers.kafka.sinks import KafkaTopicSink, ProduceError
 from consumers.kafka.source import KafkaRunner, kafka_config_of
@@ -281,6 +282,26 @@ def test_runner_assign_process_checkpoint_restore(tmp_path: Path) -> None:
     # A record below the restored offset (re-delivered) is not counted twice.
     other._process({tp0: [Rec(49, _event(24, kind="label"))]})
     assert other.state_view()["counters"]["events_in"] == view["counters"]["events_in"] + 8
+
+
+def test_a_rebalance_that_never_ends_closes_the_consumer_to_rejoin(tmp_path: Path) -> None:
+    """Revoked, then no assignment for rebalance_limit_s: the loop gets RebalanceStalled
+    (its reconnect path opens a fresh consumer); an assignment in time clears the watch."""
+    runner, _, _ = _runner(tmp_path)
+    tp0 = TopicPartition(TOPIC, 0)
+    runner._on_assigned([tp0])
+    runner._check_rebalance()  # nothing revoked
+    runner._on_revoked([tp0])
+    runner._check_rebalance()  # a rebalance in progress, within the limit
+    runner._on_assigned([tp0])
+    assert runner._revoked_at is None  # the assignment ended the rebalance
+    runner._check_rebalance()
+    runner._on_revoked([tp0])
+    assert runner._revoked_at is not None
+    runner._revoked_at -= rebalance_limit_s(runner.kafka) + 1.0  # as if that long ago
+    with pytest.raises(RebalanceStalled, match="rejoin the group"):
+        runner._check_rebalance()
+    runner._check_rebalance()  # raised once; the reconnect starts a new watch
 
 
 def test_runner_lost_partitions_drop_state_without_writing(tmp_path: Path) -> None:
