@@ -322,6 +322,7 @@ def decode_event(
     """
     if len(raw) > max_bytes:
         return Rejection("oversized", f"event is {len(raw)} bytes, the limit is {max_bytes}")
+    ev: Event | None
     try:
         ev = _decode_fast(raw)
     except msgspec.ValidationError:
@@ -355,7 +356,7 @@ def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
 
 
 def _post_checks(ev: Event, max_id_bytes: int | None) -> Event | Rejection:
-    """The rules across fields: audit only on judge events; id lengths in UTF-8 bytes.
+    """Apply the rules across fields: audit only on judge events; id lengths in UTF-8 bytes.
 
     ``max_id_bytes=None`` skips the id check: a decoded string takes at most as many UTF-8
     bytes as its JSON text (an escape of 2, 6 or 12 bytes decodes to 1, 1-3 or 4 bytes; other
