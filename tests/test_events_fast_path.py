@@ -378,8 +378,19 @@ def test_random_mutations_agree(seed: int) -> None:
     assert outcomes["fast"] > 300 and outcomes["slow"] > 300, outcomes
 
 
-def test_fast_path_takes_valid_events() -> None:
+def test_fast_path_takes_valid_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """Valid events never need the slow path (numeric or RFC 3339 ts, optional fields)."""
-    for raw in (ev(), sub("ts", b'"2024-01-01T00:00:00Z"'), ev(b',"stratum":"s","audit":true'),
-                ev(b',"embedding":[0.5,1]')):
+    raws = (ev(), ev(b"\n"), sub("ts", b'"2024-01-01T00:00:00Z"'), sub("ts", b"-0.0"),
+            ev(b',"stratum":"s","audit":true,"judge":"j"'), ev(b',"embedding":[0.5,1]'),
+            ev(b',"type":"label","audit":null'), ev(b',"loss":0.5'))
+    for raw in raws:
         assert check(raw) == "fast"
+    expected = [events.decode_event(raw) for raw in raws]
+
+    def no_slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
+        raise AssertionError(f"slow path taken for {raw!r}")
+
+    monkeypatch.setattr(events, "_slow_path", no_slow_path)
+    assert [events.decode_event(raw) for raw in raws] == expected
+    with pytest.raises(AssertionError, match="slow path taken"):
+        events.decode_event(sub("loss", b"2"))
