@@ -394,3 +394,21 @@ def test_fast_path_takes_valid_events(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [events.decode_event(raw) for raw in raws] == expected
     with pytest.raises(AssertionError, match="slow path taken"):
         events.decode_event(sub("loss", b"2"))
+
+
+def test_decoded_utf8_never_longer_than_json_text() -> None:
+    """The claim behind skipping the id check when len(raw) <= max_id_bytes."""
+    rng = random.Random(7)
+    texts = ["", "\x00", "\u00e9", "\u20ac", "\U0001f600", "\U0010ffff", '"', "\\", "\n", "\u2028"]
+    texts += [_rand_str(rng) for _ in range(2000)]
+    for text in texts:
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            continue  # lone surrogates: refused by both decoders
+        decoded = len(text.encode("utf-8"))
+        for ascii_only in (True, False):
+            assert decoded <= len(json.dumps(text, ensure_ascii=ascii_only).encode()) - 2
+    # the worst cases per JSON form: raw UTF-8 copies 1:1, a 12-byte surrogate-pair escape
+    # decodes to 4 bytes, a 6-byte \uXXXX escape to at most 3, a 2-byte escape to 1
+    for form, text in ((b'"\\ud83d\\ude00"', "\U0001f600"), (b'"\\uffff"', "\uffff"),
+                       (b'"\\n"', "\n"), (b'"\xf0\x9f\x98\x80"', "\U0001f600")):
+        assert json.loads(form) == text and len(text.encode()) <= len(form) - 2
