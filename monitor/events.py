@@ -127,9 +127,7 @@ def _ts_before(value: object) -> object:
 # msgspec has no allow_inf_nan: the closed range [-max, max] excludes both infinities and NaN
 # (every comparison with NaN is false). msgspec's JSON parser already refuses NaN/Infinity
 # tokens and out-of-range numbers; the bounds keep the guarantee local to the type.
-_FiniteFloat = Annotated[
-    float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)
-]
+_FiniteFloat = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 _Id = Annotated[str, msgspec.Meta(min_length=1)]
 
 
