@@ -1,4 +1,4 @@
-r"""Input events: one strict pydantic model, validated once at the boundary.
+r"""Input events: one strict schema, validated once at the boundary.
 
 An event is one JSON object (a line of a JSONL file or a Kafka record value)::
 
@@ -9,6 +9,12 @@ with optional ``audit: bool`` (judge events only), ``stratum: str``, ``judge: st
 ``embedding: list[float]``. :func:`decode_event` turns raw bytes into an :class:`Event`
 or a :class:`Rejection` carrying one of the fixed reason codes
 (:data:`REJECTION_REASONS`) and a precise, human-readable detail.
+
+Two validators implement the one schema. The fast path decodes straight into the
+:class:`Event` ``msgspec.Struct`` (about 6x pydantic). Anything it refuses goes to the slow
+path, the pydantic model ``_EventSchema``, which is the reference: it decides every rejection
+(and its reason and detail) and accepts whatever it accepts. The fast path accepts exactly the
+same inputs with the same values (tests/test_events_fast_path.py checks this differentially).
 
 Examples
 --------
@@ -29,10 +35,12 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
+import msgspec
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 __all__ = [
@@ -116,20 +124,62 @@ def _ts_before(value: object) -> object:
     return value
 
 
-_NonEmpty = Annotated[str, Field(min_length=1)]
+# msgspec has no allow_inf_nan: the closed range [-max, max] excludes both infinities and NaN
+# (every comparison with NaN is false). msgspec's JSON parser already refuses NaN/Infinity
+# tokens and out-of-range numbers; the bounds keep the guarantee local to the type.
+_FiniteFloat = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+_Id = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class Event(BaseModel):
+class Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """One validated judge or label event (immutable).
 
     ``ts`` is always epoch seconds after validation (RFC 3339 strings are converted).
 
+    Notes
+    -----
+    Obtain events from :func:`decode_event`, which guarantees: ``type`` is ``"judge"`` or
+    ``"label"``; the four ids are non-empty strings within ``max_id_bytes``; ``loss`` is a
+    finite float in [0, 1]; ``ts`` and every ``embedding`` item are finite floats; ``audit``
+    is only set on judge events; unknown fields were refused. The constructor itself does not
+    validate (``msgspec.Struct``). ``gc=False``: an event holds no reference cycle, so the
+    garbage collector need not track it.
+
     Examples
     --------
-    >>> Event.model_validate_json(b'{"type": "label", "event_id": "e", "suite": "s",'
-    ...     b' "model": "m", "example_id": "x", "loss": 1, "ts": 5}').type
-    'label'
+    >>> ev = decode_event(b'{"type": "label", "event_id": "e", "suite": "s",'
+    ...     b' "model": "m", "example_id": "x", "loss": 1, "ts": 5}')
+    >>> ev.type, ev.loss, ev.ts, ev.stratum
+    ('label', 1.0, 5.0, None)
     """
+
+    type: Literal["judge", "label"]
+    event_id: _Id
+    suite: _Id
+    model: _Id
+    example_id: _Id
+    loss: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+    ts: _FiniteFloat
+    audit: bool | None = None
+    stratum: str | None = None
+    judge: str | None = None
+    embedding: list[_FiniteFloat] | None = None
+
+
+class _EventTextTs(Event, frozen=True, forbid_unknown_fields=True, gc=False):
+    """An event whose ``ts`` is still text (an RFC 3339 candidate): the fast path's 2nd try."""
+
+    ts: str  # type: ignore[assignment]
+
+
+_decode_fast = msgspec.json.Decoder(Event).decode
+_decode_fast_text_ts = msgspec.json.Decoder(_EventTextTs).decode
+
+_NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class _EventSchema(BaseModel):
+    """The reference validator (pydantic): the slow path, which explains every rejection."""
 
     # cache_strings="keys": only the field names are interned; interning every value (the
     # default) costs more than it saves on high-cardinality ids (measured: ~10% of decode).
@@ -148,7 +198,7 @@ class Event(BaseModel):
     embedding: list[Annotated[float, Field(allow_inf_nan=False)]] | None = None
 
 
-_validate_json = Event.__pydantic_validator__.validate_json
+_validate_json = _EventSchema.__pydantic_validator__.validate_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +303,10 @@ def decode_event(
     Validation is strict: no string-to-number coercion, no booleans as numbers, unknown
     fields refused, ``loss`` finite in [0, 1]. When several fields fail, the reason is the
     most specific one and the detail lists every failing field. Duplicate keys inside one
-    object follow JSON parser convention (the last one wins).
+    object follow JSON parser convention (the last one wins). The result does not depend on
+    which path decided it: an event the msgspec fast path refuses is re-validated by the
+    pydantic schema, which gives every rejection its reason and detail and whose acceptance
+    wins; an event the fast path accepts is one the schema accepts, with the same values.
 
     Examples
     --------
@@ -267,12 +320,52 @@ def decode_event(
     """
     if len(raw) > max_bytes:
         return Rejection("oversized", f"event is {len(raw)} bytes, the limit is {max_bytes}")
+    ev: Event | None
     try:
-        ev: Event = _validate_json(raw)
+        ev = _decode_fast(raw)
+    except msgspec.ValidationError as exc:
+        # The first error is at ts: perhaps an RFC 3339 string (any other first error also
+        # fails the 2nd try, so skipping it is only a saving on rejected events).
+        ev = _fast_text_ts(raw) if str(exc).endswith("`$.ts`") else None
+    except ValueError:  # msgspec.DecodeError (malformed JSON), UnicodeDecodeError
+        ev = None
+    if ev is None:
+        return _slow_path(raw, max_id_bytes)
+    return _post_checks(ev, max_id_bytes if len(raw) > max_id_bytes else None)
+
+
+def _fast_text_ts(raw: bytes) -> Event | None:
+    try:
+        tev = _decode_fast_text_ts(raw)
+        ts = parse_timestamp(tev.ts)
+    except ValueError:
+        return None
+    return Event(tev.type, tev.event_id, tev.suite, tev.model, tev.example_id, tev.loss, ts,
+                 tev.audit, tev.stratum, tev.judge, tev.embedding)
+
+
+def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
+    """Validate with the reference schema: the exact rejection, or the event it accepts."""
+    try:
+        s: _EventSchema = _validate_json(raw)
     except ValidationError as exc:
         return _classify(exc, raw)
+    ev = Event(s.type, s.event_id, s.suite, s.model, s.example_id, s.loss, s.ts,
+               s.audit, s.stratum, s.judge, s.embedding)
+    return _post_checks(ev, max_id_bytes)
+
+
+def _post_checks(ev: Event, max_id_bytes: int | None) -> Event | Rejection:
+    """Apply the rules across fields: audit only on judge events; id lengths in UTF-8 bytes.
+
+    ``max_id_bytes=None`` skips the id check: a decoded string takes at most as many UTF-8
+    bytes as its JSON text (an escape of 2, 6 or 12 bytes decodes to 1, 1-3 or 4 bytes; other
+    bytes are copied), so no id can exceed a limit that the whole event does not.
+    """
     if ev.audit is not None and ev.type == "label":
         return Rejection("invalid_value", "audit: only judge events may carry an audit flag")
+    if max_id_bytes is None:
+        return ev
     for name, value in (("event_id", ev.event_id), ("example_id", ev.example_id),
                         ("suite", ev.suite), ("model", ev.model), ("stratum", ev.stratum or "")):
         # UTF-8 takes 1 to 4 bytes per character: encode only when the length is ambiguous
