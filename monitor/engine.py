@@ -281,7 +281,8 @@ class Engine:
             if rej is not None:
                 self._reject(rej, raw)
                 return rej
-        if suite is None or ev.model not in suite.models:
+        known = suite is not None and ev.model in suite.models
+        if not known:
             admitted = self._admit(ev, suite)
             if isinstance(admitted, Rejection):
                 self._reject(admitted, raw)
@@ -295,10 +296,13 @@ class Engine:
             dup = self._selection.handle(ev, alerts, requests)
             self.changed.add(SELECTION_PART)
         else:
-            n_models = len(suite.models)
-            dup = suite.handle(ev, alerts, requests)
+            if known:  # the usual case: the event creates no model
+                dup = suite.handle(ev, alerts, requests)
+            else:
+                n_models = len(suite.models)
+                dup = suite.handle(ev, alerts, requests)
+                self._n_models += len(suite.models) - n_models
             self.changed.add(ev.suite)
-            self._n_models += len(suite.models) - n_models
             if requests:
                 self.label_requests += len(requests)
         if alerts:
