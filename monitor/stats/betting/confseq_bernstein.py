@@ -27,6 +27,7 @@ from monitor.stats.betting.bernstein import (
     quadratic_bound,
     round_terms,
 )
+from monitor.stats.betting.bernstein_block import BlockKernel
 from monitor.stats.betting.bernstein_edges import EdgeWalk
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
@@ -221,6 +222,9 @@ class BernsteinSequences:
         # what sequences flushed together (flush_sequences) must share
         self._layout = (self.delta, self.grid_size, self.bet, tuple(r),
                         tuple(tuple(m) for m in self._member_idx))
+        self._kernel = BlockKernel(self._row_rho, self._row_member.tolist(), self._mu0,
+                                   self._var0, self.bet.c, self._log_inv_delta,
+                                   self.bet.horizon, grid_size, _CHUNK)
 
     def spawn(self) -> BernsteinSequences:
         """Return fresh sequences of this configuration, sharing its read-only row layout.
@@ -248,9 +252,11 @@ class BernsteinSequences:
     def update(self, human: float, judge: float, block_mean: float | None) -> None:
         """One validated round (losses already checked to be floats in [0, 1])."""
         self.rounds += 1
-        self._pending.append(human)
-        self._pending.append(0.0 if block_mean is None else block_mean - judge)
-        if len(self._pending) >= 2 * _CHUNK:
+        pending = self._pending
+        pending.append(human)
+        pending.append(0.0 if block_mean is None else block_mean - judge)
+        # apply once the current bet block is complete (the result does not depend on it)
+        if len(pending) >= 2 * (_CHUNK - self._applied % _CHUNK):
             self.flush()
 
     def flush(self) -> None:
@@ -261,10 +267,13 @@ class BernsteinSequences:
         self._pending = array("d")
         qs_all = hd[:, :1] + hd[:, 1:] * self._row_rho  # (k, R): q = h + rho (b - f)
         pos = 0
+        run = self._kernel.run
         while pos < len(qs_all) and any(m.is_valid for m in self.members):
             self._open_block()
             n = min(len(qs_all) - pos, _CHUNK - self._applied % _CHUNK)
-            self._settle(*(a[0] for a in block_sums([self], qs_all[None, pos : pos + n])))
+            cum, totals, devs = run(qs_all[pos : pos + n], self._applied, self.total,
+                                    self.dev, self.sums, self._cap_edges)
+            self._settle(cum[0, 1:], cum[1, 1:], totals, devs)
             pos += n
         self._applied = self.rounds
 
@@ -278,26 +287,33 @@ class BernsteinSequences:
                 devs: FloatArray) -> None:
         """Move the bounds round by round through a block's sums, then keep the sums."""
         k = len(up)
-        stop = [k - 1 if m.is_valid else -1 for m in self.members]
-        valid = [i for i, m in enumerate(self.members) if m.is_valid]
+        members = self.members
+        stop = [k - 1 if m.is_valid else -1 for m in members]
         # No test can reject anything yet: every log-wealth bound Q_s(m) is at most
         # (1 + rho_s) sum(lam) (the quadratic terms are <= 0, |m - q| <= 1 + rho_s), and
         # sum(lam) only grows, so the block's last round bounds all of them.
-        reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * (1.0 + self._row_rho)))
+        reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * self._kernel.one_plus_rho))
         limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
         if reach + 1e-9 * (1.0 + reach) >= limit:
+            valid = [i for i, m in enumerate(members) if m.is_valid]
             # members are independent: each runs from its first rejection to the block's end
             for i, first in self._next_rejections(up, low, 0, valid).items():
                 if min(first) < k:
-                    stop[i] = EdgeWalk(self.members[i], up, low, self.grid_size,
+                    stop[i] = EdgeWalk(members[i], up, low, self.grid_size,
                                        self.log_threshold).run(min(first))
-        for i, m in enumerate(self.members):
-            if stop[i] >= 0:
-                rows = m.rows
-                self.sums[0][:, rows] = up[stop[i]][:, rows]
-                self.sums[1][:, rows] = low[stop[i]][:, rows]
-                self.total[rows] = totals[stop[i]][rows].tolist()
-                self.dev[rows] = devs[stop[i]][rows].tolist()
+        if all(j == k - 1 for j in stop):  # every member counts the whole block
+            self.sums[0] = up[-1]
+            self.sums[1] = low[-1]
+            self.total = totals[-1].tolist()
+            self.dev = devs[-1].tolist()
+        else:
+            for i, m in enumerate(members):
+                if stop[i] >= 0:
+                    rows = m.rows
+                    self.sums[0][:, rows] = up[stop[i]][:, rows]
+                    self.sums[1][:, rows] = low[stop[i]][:, rows]
+                    self.total[rows] = totals[stop[i]][rows].tolist()
+                    self.dev[rows] = devs[stop[i]][rows].tolist()
         self._applied += k
 
     # ------------------------------------------------------------------ many at once
