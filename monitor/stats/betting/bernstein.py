@@ -70,11 +70,12 @@ def fan_slope(z: FloatArray) -> FloatArray:
     quadratic built from it stays a lower bound.
     """
     z = np.asarray(z, dtype=np.float64)
-    small = np.abs(z) < _SERIES_BELOW
+    az = np.abs(z)
+    small = az < _SERIES_BELOW
     safe = np.where(small, 0.5, z)
     closed = (np.log1p(safe) - safe) / (safe * safe)
     z2 = z * z
-    series = -0.5 + z * (1.0 / 3.0 + z * (-0.25 + z * 0.2)) - z2 * z2 / (6.0 * (1.0 - np.abs(z)))
+    series = -0.5 + z * (1.0 / 3.0 + z * (-0.25 + z * 0.2)) - z2 * z2 / (6.0 * (1.0 - az))
     return np.asarray(np.where(small, series, closed) - _SLOPE_SLACK, dtype=np.float64)
 
 

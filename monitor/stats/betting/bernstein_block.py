@@ -10,18 +10,17 @@ about a hundred.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from monitor.stats.betting.bernstein import N_SUMS, fan_slope
-from monitor.stats.betting.bets import wsr_scale
 
 __all__ = ["BlockKernel"]
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 class BlockKernel:
@@ -81,7 +80,34 @@ class BlockKernel:
         self.log_inv_delta = log_inv_delta
         self.horizon = horizon
         self.grid_size = grid_size
-        self.steps: IntArray = np.arange(1, max_rounds + 1, dtype=np.int64)
+        # 1 .. max_rounds + 1 as floats (exact): t and t + 1 of a block's rounds
+        self.steps: FloatArray = np.arange(1, max_rounds + 2, dtype=np.int64).astype(np.float64)
+        # the caps of the last cap edges seen: (edges, lo, hi, c / spans (2, 1, R))
+        self._caps: tuple[list[tuple[int, int]], FloatArray, FloatArray, FloatArray] | None = None
+
+    def caps(self, cap_edges: Sequence[tuple[int, int]]
+             ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Return ``(lo, hi, caps)`` per row for the members' cap edges (read-only arrays).
+
+        ``lo`` and ``hi`` are the edges over ``grid_size``; ``caps`` ``(2, 1, R)`` the bet caps
+        ``c / (1 + rho - lo)`` (upper side) and ``c / (hi + rho)`` (lower side). The last
+        result is kept: the edges only change at a block's start.
+        """
+        memo = self._caps
+        edges = list(cap_edges)
+        if memo is not None and memo[0] == edges:
+            return memo[1], memo[2], memo[3]
+        g = self.grid_size
+        lo = np.array([edges[i][0] for i in self.row_member]) / g
+        hi = np.array([edges[i][1] for i in self.row_member]) / g
+        span = np.empty((2, 1, len(lo)))
+        np.subtract(self.one_plus_rho, lo, out=span[0, 0])
+        np.add(hi, self.rho, out=span[1, 0])
+        caps = self.c / span
+        for a in (lo, hi, caps):
+            a.flags.writeable = False
+        self._caps = (edges, lo, hi, caps)
+        return lo, hi, caps
 
     def run(self, qs: FloatArray, t0: int, total: Sequence[float], dev: Sequence[float],
             sums: FloatArray, cap_edges: Sequence[tuple[int, int]]
@@ -94,27 +120,27 @@ class BlockKernel:
         applied before the block and ``cap_edges`` each member's ``(lo, hi)`` cap edges.
         """
         k, n_rows = qs.shape
-        t = t0 + self.steps[:k]  # rounds t0 + 1 .. t0 + k
+        t = t0 + self.steps[:k]  # rounds t0 + 1 .. t0 + k (exact float integers)
         # WSR statistics: running sums in round order (as wsr_rounds_stats)
         acc = np.empty((k + 1, n_rows))
         acc[0] = total
         acc[1:] = qs
         tots = np.add.accumulate(acc, axis=0)
-        err = qs - (self.mu0 + tots[1:]) / (t + 1)[:, None]
+        err = qs - (self.mu0 + tots[1:]) / (t0 + self.steps[1 : k + 1])[:, None]
         acc[0] = dev
         np.multiply(err, err, out=acc[1:])
         devs = np.add.accumulate(acc, axis=0)
-        lid, hz = self.log_inv_delta, self.horizon
-        scale = np.array([wsr_scale(lid, tt, hz) for tt in t.tolist()])
+        # wsr_scale(log_inv_delta, t, horizon) of each round, the same expression inlined
+        num = 2.0 * self.log_inv_delta
+        if self.horizon is None:
+            log1p = math.log1p
+            scale = np.array([num / (tt * log1p(tt)) for tt in range(t0 + 1, t0 + k + 1)])
+        else:
+            scale = np.full(k, num / self.horizon)
         lams = np.sqrt(scale[:, None] / ((self.var0 + devs[:-1]) / t[:, None]))
         # the block's caps: upper side c / (1 + rho - l), lower side c / (u + rho)
-        g = self.grid_size
-        lo = np.array([cap_edges[i][0] for i in self.row_member]) / g
-        hi = np.array([cap_edges[i][1] for i in self.row_member]) / g
-        span = np.empty((2, 1, n_rows))
-        np.subtract(self.one_plus_rho, lo, out=span[0, 0])
-        np.add(hi, self.rho, out=span[1, 0])
-        lam = np.minimum(lams, self.c / span)  # (2, k, R)
+        lo, hi, caps = self.caps(cap_edges)
+        lam = np.minimum(lams, caps)  # (2, k, R)
         zmin = np.empty((2, k, n_rows))
         np.subtract(lo, qs, out=zmin[0])
         np.subtract(qs, hi, out=zmin[1])

@@ -24,7 +24,6 @@ from monitor.stats.betting.bernstein import (
     N_SUMS,
     fold_sums,
     mixture_rejects,
-    quadratic_bound,
     round_terms,
 )
 from monitor.stats.betting.bernstein_block import BlockKernel
@@ -273,7 +272,7 @@ class BernsteinSequences:
             n = min(len(qs_all) - pos, _CHUNK - self._applied % _CHUNK)
             cum, totals, devs = run(qs_all[pos : pos + n], self._applied, self.total,
                                     self.dev, self.sums, self._cap_edges)
-            self._settle(cum[0, 1:], cum[1, 1:], totals, devs)
+            self._settle(cum[:, 1:], totals, devs)
             pos += n
         self._applied = self.rounds
 
@@ -283,9 +282,12 @@ class BernsteinSequences:
             self._cap_edges = [(m.lo_edge, m.hi_edge) if m.is_valid else cap
                                for m, cap in zip(self.members, self._cap_edges, strict=True)]
 
-    def _settle(self, up: FloatArray, low: FloatArray, totals: FloatArray,
-                devs: FloatArray) -> None:
-        """Move the bounds round by round through a block's sums, then keep the sums."""
+    def _settle(self, both: FloatArray, totals: FloatArray, devs: FloatArray) -> None:
+        """Move the bounds round by round through a block's sums, then keep the sums.
+
+        ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round.
+        """
+        up, low = both[0], both[1]
         k = len(up)
         members = self.members
         stop = [k - 1 if m.is_valid else -1 for m in members]
@@ -297,7 +299,7 @@ class BernsteinSequences:
         if reach + 1e-9 * (1.0 + reach) >= limit:
             valid = [i for i, m in enumerate(members) if m.is_valid]
             # members are independent: each runs from its first rejection to the block's end
-            for i, first in self._next_rejections(up, low, 0, valid).items():
+            for i, first in self._next_rejections(both, 0, valid).items():
                 if min(first) < k:
                     stop[i] = EdgeWalk(members[i], up, low, self.grid_size,
                                        self.log_threshold).run(min(first))
@@ -381,40 +383,56 @@ class BernsteinSequences:
                     s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
                 else:
                     k = ks[n]
-                    s._settle(up[n, :k], low[n, :k], totals[n, :k], devs[n, :k])
+                    s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
                 s._applied = s.rounds
 
     def _edge_point(self, m: BernsteinMember, side: int) -> float:
         """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""
         return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
 
-    def _next_rejections(self, up: FloatArray, low: FloatArray, start: int,
+    def _next_rejections(self, both: FloatArray, start: int,
                          which: list[int]) -> dict[int, list[int]]:
         """First round ``>= start`` whose upper / lower test rejects the point inside its edge.
 
-        For each member index in ``which``: ``[upper, lower]``, ``len(up)`` where there is
-        none. One vectorized filter (numpy, margin far above rounding) covers every member and
-        both sides; each candidate is decided by :meth:`_rejects` in Python floats, so the
-        result never depends on the batching.
+        ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round. For
+        each member index in ``which``: ``[upper, lower]``, ``k`` where there is none. One
+        vectorized filter (numpy, margin far above rounding) covers every member and both
+        sides; each candidate is decided by :meth:`_rejects` in Python floats, so the result
+        never depends on the batching.
         """
-        k = len(up)
+        k = both.shape[1]
         out = {i: [k, k] for i in which}
         if start >= k or not which:
             return out
-        points = np.array([[self._edge_point(m, side) for m in self.members]
-                           for side in (0, 1)])[:, self._row_member]  # (2, R)
-        q = np.stack([quadratic_bound(up[start:].transpose(1, 0, 2), points[0], True),
-                      quadratic_bound(low[start:].transpose(1, 0, 2), points[1], False)])
+        g = self.grid_size
+        members = self.members
+        rows = self._kernel.row_member
+        hi_pts = [(m.hi_edge - 1) / g for m in members]  # as _edge_point, both sides
+        lo_pts = [(m.lo_edge + 1) / g for m in members]
+        points = np.array([[hi_pts[i] for i in rows], [lo_pts[i] for i in rows]])[:, None, :]
+        # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
+        s = both[:, start:]
+        q = np.empty(s.shape[:2] + s.shape[3:])  # (2, k', R)
+        np.multiply(points, s[:, :, 0], out=q)
+        q -= s[:, :, 1]
+        np.negative(q[1], out=q[1])
+        quad = points * s[:, :, 2]
+        quad -= 2.0 * s[:, :, 3]
+        quad *= points
+        quad += s[:, :, 4]
+        q += quad
+        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
+        if q.max() < limit:  # a mixture is at most its largest bound: no candidate
+            return out
         mx = np.maximum.reduceat(q, self._row_starts, axis=2)  # (2, k', members)
         mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, self._row_member]), self._row_starts,
                                      axis=2) / self._row_counts) + mx
-        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
         for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
             first = out.get(int(i))
             if first is None or first[side] < k:  # not asked for, or already found
                 continue
-            m = self.members[int(i)]
-            if self._rejects(m, int(side), (up if side == 0 else low)[start + int(r)],
+            m = members[int(i)]
+            if self._rejects(m, int(side), both[side, start + int(r)],
                              self._edge_point(m, int(side))):
                 first[side] = start + int(r)
         return out
