@@ -163,9 +163,10 @@ class BernsteinSequences:
     upper test accepts (and symmetrically), and ``R`` is accepted until ``tau``.
 
     *Cost.* State: per rho row, two WSR sums and ``2 x 5`` quadratic sums; per member, two
-    edges. Rounds are buffered (up to 32, as ``(h, b - f)`` pairs) and applied in one
-    vectorized pass (:func:`block_sums`; :meth:`flush_all` does it for many sequences of one
-    configuration at once, e.g. at a read of a fleet); a bound can only move when the tested
+    edges. Rounds are buffered (up to the end of their block of 32, as ``(h, b - f)`` pairs)
+    and applied in one vectorized pass (:class:`~monitor.stats.betting.bernstein_block.
+    BlockKernel`; :meth:`flush_all` does it for many sequences of one configuration at once
+    with :func:`block_sums`, e.g. at a read of a fleet); a bound can only move when the tested
     point just inside it is rejected, which is checked with a cheap vectorized filter (skipped
     while no log-wealth bound can reach the threshold) and then decided exactly in Python
     floats at that round, and the moves from there are :class:`~monitor.stats.betting.
@@ -294,7 +295,8 @@ class BernsteinSequences:
         # No test can reject anything yet: every log-wealth bound Q_s(m) is at most
         # (1 + rho_s) sum(lam) (the quadratic terms are <= 0, |m - q| <= 1 + rho_s), and
         # sum(lam) only grows, so the block's last round bounds all of them.
-        reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * self._kernel.one_plus_rho))
+        # (1 + rho > 0: the largest product is the product of the larger sum, exactly)
+        reach = float((both[:, -1, 0] * self._kernel.one_plus_rho).max())
         limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
         if reach + 1e-9 * (1.0 + reach) >= limit:
             valid = [i for i, m in enumerate(members) if m.is_valid]
