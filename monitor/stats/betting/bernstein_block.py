@@ -80,8 +80,8 @@ class BlockKernel:
         self.log_inv_delta = log_inv_delta
         self.horizon = horizon
         self.grid_size = grid_size
-        # 1 .. max_rounds + 1 as floats (exact): t and t + 1 of a block's rounds
-        self.steps: FloatArray = np.arange(1, max_rounds + 2, dtype=np.int64).astype(np.float64)
+        # 1 .. max_rounds + 1 as a float column (exact): t and t + 1 of a block's rounds
+        self.steps: FloatArray = np.arange(1.0, max_rounds + 2.0)[:, None]
         # the caps of the last cap edges seen: (edges, lo, hi, c / spans (2, 1, R))
         self._caps: tuple[list[tuple[int, int]], FloatArray, FloatArray, FloatArray] | None = None
 
@@ -120,24 +120,20 @@ class BlockKernel:
         applied before the block and ``cap_edges`` each member's ``(lo, hi)`` cap edges.
         """
         k, n_rows = qs.shape
-        t = t0 + self.steps[:k]  # rounds t0 + 1 .. t0 + k (exact float integers)
+        t = t0 + self.steps[:k]  # (k, 1): rounds t0 + 1 .. t0 + k (exact float integers)
         # WSR statistics: running sums in round order (as wsr_rounds_stats)
-        acc = np.empty((k + 1, n_rows))
-        acc[0] = total
-        acc[1:] = qs
-        tots = np.add.accumulate(acc, axis=0)
-        err = qs - (self.mu0 + tots[1:]) / (t0 + self.steps[1 : k + 1])[:, None]
-        acc[0] = dev
-        np.multiply(err, err, out=acc[1:])
-        devs = np.add.accumulate(acc, axis=0)
+        tots = np.add.accumulate(np.concatenate(([total], qs)), axis=0)
+        err = qs - (self.mu0 + tots[1:]) / (t0 + self.steps[1 : k + 1])
+        err *= err
+        devs = np.add.accumulate(np.concatenate(([dev], err)), axis=0)
         # wsr_scale(log_inv_delta, t, horizon) of each round, the same expression inlined
         num = 2.0 * self.log_inv_delta
         if self.horizon is None:
             log1p = math.log1p
-            scale = np.array([num / (tt * log1p(tt)) for tt in range(t0 + 1, t0 + k + 1)])
+            scale = np.array([[num / (tt * log1p(tt))] for tt in range(t0 + 1, t0 + k + 1)])
         else:
-            scale = np.full(k, num / self.horizon)
-        lams = np.sqrt(scale[:, None] / ((self.var0 + devs[:-1]) / t[:, None]))
+            scale = np.full((k, 1), num / self.horizon)
+        lams = np.sqrt(scale / ((self.var0 + devs[:-1]) / t))
         # the block's caps: upper side c / (1 + rho - l), lower side c / (u + rho)
         lo, hi, caps = self.caps(cap_edges)
         lam = np.minimum(lams, caps)  # (2, k, R)
