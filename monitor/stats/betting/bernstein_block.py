@@ -82,6 +82,8 @@ class BlockKernel:
         self.grid_size = grid_size
         # 1 .. max_rounds + 1 as a float column (exact): t and t + 1 of a block's rounds
         self.steps: FloatArray = np.arange(1.0, max_rounds + 2.0)[:, None]
+        for a in (self.one_plus_rho, self.mu0, self.var0, self.steps):
+            a.flags.writeable = False  # shared by spawned sequences
         # the caps of the last cap edges seen: (edges, lo, hi, c / spans (2, 1, R))
         self._caps: tuple[list[tuple[int, int]], FloatArray, FloatArray, FloatArray] | None = None
 
