@@ -70,12 +70,32 @@ def fan_slope(z: FloatArray) -> FloatArray:
     quadratic built from it stays a lower bound.
     """
     z = np.asarray(z, dtype=np.float64)
-    small = np.abs(z) < _SERIES_BELOW
+    if z.ndim == 0:
+        return np.asarray(fan_slope(z.reshape(1)).reshape(()), dtype=np.float64)
+    # closed = (log1p(s) - s) / s^2 with s = z off the series' range;
+    # series = -0.5 + z (1/3 + z (-0.25 + z 0.2)) - z^4 / (6 (1 - |z|)): the same
+    # operations in the same order, in place
+    az = np.abs(z)
+    small = az < _SERIES_BELOW
     safe = np.where(small, 0.5, z)
-    closed = (np.log1p(safe) - safe) / (safe * safe)
-    z2 = z * z
-    series = -0.5 + z * (1.0 / 3.0 + z * (-0.25 + z * 0.2)) - z2 * z2 / (6.0 * (1.0 - np.abs(z)))
-    return np.asarray(np.where(small, series, closed) - _SLOPE_SLACK, dtype=np.float64)
+    out: FloatArray = np.log1p(safe)
+    out -= safe
+    out /= safe * safe
+    series = z * 0.2
+    series += -0.25
+    series *= z
+    series += 1.0 / 3.0
+    series *= z
+    series += -0.5
+    z4 = z * z
+    z4 *= z4
+    np.subtract(1.0, az, out=az)
+    az *= 6.0
+    z4 /= az
+    series -= z4
+    np.copyto(out, series, where=small)
+    out -= _SLOPE_SLACK
+    return out
 
 
 def round_terms(lam: FloatArray, q: FloatArray, zmin: FloatArray) -> FloatArray:

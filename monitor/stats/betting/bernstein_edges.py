@@ -12,8 +12,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.betting.bernstein import mixture_rejects, quadratic_bound
-from monitor.stats.betting.grid_wealth import log_mean_exp_rows
+from monitor.stats.betting.bernstein import mixture_rejects
 
 __all__ = ["EdgeWalk", "Edges"]
 
@@ -128,5 +127,24 @@ class EdgeWalk:
         """Return the mixtures at rounds ``j ..`` and ``width`` points inward from ``point``."""
         steps = np.arange(width)
         pts = (point - steps if side == 0 else point + steps) / self.grid_size
-        sums = self.sums[side][j:, :, self.m.rows].transpose(1, 0, 2)[..., None]
-        return log_mean_exp_rows(quadratic_bound(sums, pts, side == 0), axis=1)
+        s = self.sums[side][j:, :, self.m.rows, None]  # (rounds, 5, rows, 1)
+        # log_mean_exp_rows(quadratic_bound(sums, pts, side == 0), axis=1), in place: the same
+        # float operations on the same layout, so the same values
+        q = pts * s[:, 0]
+        if side == 0:
+            q -= s[:, 1]  # m A - B
+        else:
+            np.subtract(s[:, 1], q, out=q)  # B - m A
+        quad = pts * s[:, 2]
+        quad -= 2.0 * s[:, 3]
+        quad *= pts
+        quad += s[:, 4]
+        q += quad  # (rounds, rows, points)
+        mx = q.max(axis=1, keepdims=True)
+        q -= mx
+        np.exp(q, out=q)
+        mean = np.add.reduce(q, axis=1)
+        mean /= q.shape[1]
+        out: FloatArray = np.log(mean, out=mean)
+        out += mx[:, 0]
+        return out

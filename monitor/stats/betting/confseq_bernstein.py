@@ -24,9 +24,9 @@ from monitor.stats.betting.bernstein import (
     N_SUMS,
     fold_sums,
     mixture_rejects,
-    quadratic_bound,
     round_terms,
 )
+from monitor.stats.betting.bernstein_block import BlockKernel
 from monitor.stats.betting.bernstein_edges import EdgeWalk
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
@@ -163,9 +163,10 @@ class BernsteinSequences:
     upper test accepts (and symmetrically), and ``R`` is accepted until ``tau``.
 
     *Cost.* State: per rho row, two WSR sums and ``2 x 5`` quadratic sums; per member, two
-    edges. Rounds are buffered (up to 32, as ``(h, b - f)`` pairs) and applied in one
-    vectorized pass (:func:`block_sums`; :meth:`flush_all` does it for many sequences of one
-    configuration at once, e.g. at a read of a fleet); a bound can only move when the tested
+    edges. Rounds are buffered (up to the end of their block of 32, as ``(h, b - f)`` pairs)
+    and applied in one vectorized pass (:class:`~monitor.stats.betting.bernstein_block.
+    BlockKernel`; :meth:`flush_all` does it for many sequences of one configuration at once
+    with :func:`block_sums`, e.g. at a read of a fleet); a bound can only move when the tested
     point just inside it is rejected, which is checked with a cheap vectorized filter (skipped
     while no log-wealth bound can reach the threshold) and then decided exactly in Python
     floats at that round, and the moves from there are :class:`~monitor.stats.betting.
@@ -221,6 +222,9 @@ class BernsteinSequences:
         # what sequences flushed together (flush_sequences) must share
         self._layout = (self.delta, self.grid_size, self.bet, tuple(r),
                         tuple(tuple(m) for m in self._member_idx))
+        self._kernel = BlockKernel(self._row_rho, self._row_member.tolist(), self._mu0,
+                                   self._var0, self.bet.c, self._log_inv_delta,
+                                   self.bet.horizon, grid_size, _CHUNK)
 
     def spawn(self) -> BernsteinSequences:
         """Return fresh sequences of this configuration, sharing its read-only row layout.
@@ -248,9 +252,11 @@ class BernsteinSequences:
     def update(self, human: float, judge: float, block_mean: float | None) -> None:
         """One validated round (losses already checked to be floats in [0, 1])."""
         self.rounds += 1
-        self._pending.append(human)
-        self._pending.append(0.0 if block_mean is None else block_mean - judge)
-        if len(self._pending) >= 2 * _CHUNK:
+        pending = self._pending
+        pending.append(human)
+        pending.append(0.0 if block_mean is None else block_mean - judge)
+        # apply once the current bet block is complete (the result does not depend on it)
+        if len(pending) >= 2 * (_CHUNK - self._applied % _CHUNK):
             self.flush()
 
     def flush(self) -> None:
@@ -261,10 +267,13 @@ class BernsteinSequences:
         self._pending = array("d")
         qs_all = hd[:, :1] + hd[:, 1:] * self._row_rho  # (k, R): q = h + rho (b - f)
         pos = 0
+        run = self._kernel.run
         while pos < len(qs_all) and any(m.is_valid for m in self.members):
             self._open_block()
             n = min(len(qs_all) - pos, _CHUNK - self._applied % _CHUNK)
-            self._settle(*(a[0] for a in block_sums([self], qs_all[None, pos : pos + n])))
+            cum, totals, devs = run(qs_all[pos : pos + n], self._applied, self.total,
+                                    self.dev, self.sums, self._cap_edges)
+            self._settle(cum[:, 1:], totals, devs)
             pos += n
         self._applied = self.rounds
 
@@ -274,30 +283,41 @@ class BernsteinSequences:
             self._cap_edges = [(m.lo_edge, m.hi_edge) if m.is_valid else cap
                                for m, cap in zip(self.members, self._cap_edges, strict=True)]
 
-    def _settle(self, up: FloatArray, low: FloatArray, totals: FloatArray,
-                devs: FloatArray) -> None:
-        """Move the bounds round by round through a block's sums, then keep the sums."""
+    def _settle(self, both: FloatArray, totals: FloatArray, devs: FloatArray) -> None:
+        """Move the bounds round by round through a block's sums, then keep the sums.
+
+        ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round.
+        """
+        up, low = both[0], both[1]
         k = len(up)
-        stop = [k - 1 if m.is_valid else -1 for m in self.members]
-        valid = [i for i, m in enumerate(self.members) if m.is_valid]
+        members = self.members
+        stop = [k - 1 if m.is_valid else -1 for m in members]
         # No test can reject anything yet: every log-wealth bound Q_s(m) is at most
         # (1 + rho_s) sum(lam) (the quadratic terms are <= 0, |m - q| <= 1 + rho_s), and
         # sum(lam) only grows, so the block's last round bounds all of them.
-        reach = float(np.max(np.maximum(up[-1, 0], low[-1, 0]) * (1.0 + self._row_rho)))
+        # (1 + rho > 0: the largest product is the product of the larger sum, exactly)
+        reach = float((both[:, -1, 0] * self._kernel.one_plus_rho).max())
         limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
         if reach + 1e-9 * (1.0 + reach) >= limit:
+            valid = [i for i, m in enumerate(members) if m.is_valid]
             # members are independent: each runs from its first rejection to the block's end
-            for i, first in self._next_rejections(up, low, 0, valid).items():
+            for i, first in self._next_rejections(both, 0, valid).items():
                 if min(first) < k:
-                    stop[i] = EdgeWalk(self.members[i], up, low, self.grid_size,
+                    stop[i] = EdgeWalk(members[i], up, low, self.grid_size,
                                        self.log_threshold).run(min(first))
-        for i, m in enumerate(self.members):
-            if stop[i] >= 0:
-                rows = m.rows
-                self.sums[0][:, rows] = up[stop[i]][:, rows]
-                self.sums[1][:, rows] = low[stop[i]][:, rows]
-                self.total[rows] = totals[stop[i]][rows].tolist()
-                self.dev[rows] = devs[stop[i]][rows].tolist()
+        if all(j == k - 1 for j in stop):  # every member counts the whole block
+            self.sums[0] = up[-1]
+            self.sums[1] = low[-1]
+            self.total = totals[-1].tolist()
+            self.dev = devs[-1].tolist()
+        else:
+            for i, m in enumerate(members):
+                if stop[i] >= 0:
+                    rows = m.rows
+                    self.sums[0][:, rows] = up[stop[i]][:, rows]
+                    self.sums[1][:, rows] = low[stop[i]][:, rows]
+                    self.total[rows] = totals[stop[i]][rows].tolist()
+                    self.dev[rows] = devs[stop[i]][rows].tolist()
         self._applied += k
 
     # ------------------------------------------------------------------ many at once
@@ -365,40 +385,56 @@ class BernsteinSequences:
                     s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
                 else:
                     k = ks[n]
-                    s._settle(up[n, :k], low[n, :k], totals[n, :k], devs[n, :k])
+                    s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
                 s._applied = s.rounds
 
     def _edge_point(self, m: BernsteinMember, side: int) -> float:
         """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""
         return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
 
-    def _next_rejections(self, up: FloatArray, low: FloatArray, start: int,
+    def _next_rejections(self, both: FloatArray, start: int,
                          which: list[int]) -> dict[int, list[int]]:
         """First round ``>= start`` whose upper / lower test rejects the point inside its edge.
 
-        For each member index in ``which``: ``[upper, lower]``, ``len(up)`` where there is
-        none. One vectorized filter (numpy, margin far above rounding) covers every member and
-        both sides; each candidate is decided by :meth:`_rejects` in Python floats, so the
-        result never depends on the batching.
+        ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round. For
+        each member index in ``which``: ``[upper, lower]``, ``k`` where there is none. One
+        vectorized filter (numpy, margin far above rounding) covers every member and both
+        sides; each candidate is decided by :meth:`_rejects` in Python floats, so the result
+        never depends on the batching.
         """
-        k = len(up)
+        k = both.shape[1]
         out = {i: [k, k] for i in which}
         if start >= k or not which:
             return out
-        points = np.array([[self._edge_point(m, side) for m in self.members]
-                           for side in (0, 1)])[:, self._row_member]  # (2, R)
-        q = np.stack([quadratic_bound(up[start:].transpose(1, 0, 2), points[0], True),
-                      quadratic_bound(low[start:].transpose(1, 0, 2), points[1], False)])
+        g = self.grid_size
+        members = self.members
+        rows = self._kernel.row_member
+        hi_pts = [(m.hi_edge - 1) / g for m in members]  # as _edge_point, both sides
+        lo_pts = [(m.lo_edge + 1) / g for m in members]
+        points = np.array([[hi_pts[i] for i in rows], [lo_pts[i] for i in rows]])[:, None, :]
+        # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
+        s = both[:, start:]
+        q = np.empty(s.shape[:2] + s.shape[3:])  # (2, k', R)
+        np.multiply(points, s[:, :, 0], out=q)
+        q -= s[:, :, 1]
+        np.negative(q[1], out=q[1])
+        quad = points * s[:, :, 2]
+        quad -= 2.0 * s[:, :, 3]
+        quad *= points
+        quad += s[:, :, 4]
+        q += quad
+        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
+        if q.max() < limit:  # a mixture is at most its largest bound: no candidate
+            return out
         mx = np.maximum.reduceat(q, self._row_starts, axis=2)  # (2, k', members)
         mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, self._row_member]), self._row_starts,
                                      axis=2) / self._row_counts) + mx
-        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
         for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
             first = out.get(int(i))
             if first is None or first[side] < k:  # not asked for, or already found
                 continue
-            m = self.members[int(i)]
-            if self._rejects(m, int(side), (up if side == 0 else low)[start + int(r)],
+            m = members[int(i)]
+            if self._rejects(m, int(side), both[side, start + int(r)],
                              self._edge_point(m, int(side))):
                 first[side] = start + int(r)
         return out
