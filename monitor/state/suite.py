@@ -122,7 +122,7 @@ class SuiteState:
         self._bind()
         self._salt = c.audit_salt
         # Per-model constants of the hot path (pure functions of the name, never stale):
-        self._audit_prefix: dict[str, Any] = {}  # model -> sha256 state of salt|suite|model|
+        self._audit_prefix: dict[str, bytes] = {}  # model -> b'salt|suite|model|'
         self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
         # per certificate, a group that never sees a round: new models spawn from it
         self._protos: dict[str, CertificateGroup] = {}
