@@ -26,7 +26,7 @@ from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
-from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
+from monitor.stats.betting.risk import METHODS, Interval, RiskMonitor, check_cs_kind, check_level
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -133,6 +133,18 @@ class GroupedRiskMonitor(RiskMonitor):
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Refuse: update the owning :class:`CertificateGroup` instead."""
         raise TypeError("update the CertificateGroup, not one of its members")
+
+    def respawn(self, certify: AutoEvalTest, violate: AutoEvalTest,
+                cs: Interval | None) -> GroupedRiskMonitor:
+        """Return a member like this one over fresh parts (for :meth:`CertificateGroup.spawn`).
+
+        Only a member that has seen no round may be copied: the configuration attributes are
+        shared values, and the parts and the bias sum are the new member's own.
+        """
+        new = GroupedRiskMonitor.__new__(GroupedRiskMonitor)
+        new.__dict__.update(self.__dict__)
+        new._certify, new._violate, new._cs, new._sum_bias = certify, violate, cs, 0.0
+        return new
 
 
 class CertificateGroup:
@@ -268,8 +280,15 @@ class CertificateGroup:
                                     n_rhos=self._n_rhos, cs_grid=self._cs_grid,
                                     threshold_delta=self._tdelta, cs_kind=self._cs_kind)
         new = copy.copy(self)
-        new._grid = None if self._grid is None else self._grid.spawn()
-        new._wire([t.spawn() for t in self._tests])
+        grid = new._grid = None if self._grid is None else self._grid.spawn()
+        tests = new._tests = [t.spawn() for t in self._tests]
+        # the members as _wire builds them (method j reads tests 2j, 2j + 1 and sequence j),
+        # copied from this group's unread members instead of assembled from their config
+        new._members = {
+            meth: m.respawn(tests[2 * j], tests[2 * j + 1],
+                            None if grid is None else grid.members[j])
+            for j, (meth, m) in enumerate(self._members.items())
+        }
         return new
 
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:

@@ -31,6 +31,12 @@ def rounds(seed: int, n: int) -> list[tuple[float, float, float | None]]:
     return out
 
 
+def members(g: CertificateGroup) -> dict[str, object]:
+    """Each member monitor's state and the values a view reads from it."""
+    return {m: (mon.to_state(), mon.status, mon.cs_lower, mon.cs_upper, mon.rounds)
+            for m, mon in g.members.items()}
+
+
 @pytest.mark.parametrize(("rule", "cs_kind", "cs_grid", "methods"), list(itertools.product(
     ["plugin_up", "wsr"], ["bernstein", "grid"], [None, 50], [ALL, ["r_autoeval_plus"]])))
 def test_spawned_groups_equal_built_ones_and_share_no_state(
@@ -52,6 +58,8 @@ def test_spawned_groups_equal_built_ones_and_share_no_state(
         if i % 50 == 49:
             assert a.to_state() == ref_a.to_state()
             assert b.to_state() == ref_b.to_state()
+            assert members(a) == members(ref_a)  # what views read: the member monitors
+            assert members(b) == members(ref_b)
     assert proto.to_state() == fresh  # the prototype never moves
     assert proto.spawn().to_state() == fresh
     with pytest.raises(ValueError, match="no round"):
