@@ -18,6 +18,7 @@ __all__ = ["EdgeWalk", "Edges"]
 
 FloatArray = npt.NDArray[np.float64]
 WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
+SKIP_AFTER = 4  # single steps of a bound move before the rest is skipped on the table
 
 
 class Edges(Protocol):
@@ -91,18 +92,49 @@ class EdgeWalk:
             new_hi, new_lo = hi - 1, lo + 1
             if up_moves:
                 new_hi -= 1
+                steps = 0
                 while new_hi >= lo and rejected(0, j, new_hi):
                     new_hi -= 1
+                    steps += 1
+                    if steps >= SKIP_AFTER:  # a long move (early rounds): skip ahead
+                        new_hi = self.skip_rejected(0, j, new_hi, lo)
             if low_moves:
                 new_lo += 1
+                steps = 0
                 while new_lo <= hi and rejected(1, j, new_lo):
                     new_lo += 1
+                    steps += 1
+                    if steps >= SKIP_AFTER:
+                        new_lo = self.skip_rejected(1, j, new_lo, hi)
             lo, hi = max(lo, new_lo - 1), min(hi, new_hi + 1)
             m.lo_edge, m.hi_edge = lo, hi
             if lo >= hi:
                 m.is_valid = False  # an empty intersection freezes the member's statistics
                 return j
         return len(self.sums[0]) - 1
+
+    def skip_rejected(self, side: int, j: int, point: int, limit: int) -> int:
+        """Return the first point from ``point`` inward (not past ``limit``) not clearly rejected.
+
+        Reads the current table only: the points skipped are exactly those whose table value
+        is at or above the clear-rejection margin, for which :meth:`rejected` answers True
+        without further computation, so the walk's result is unchanged. Returns ``point``
+        itself when the table does not cover it; the caller keeps stepping with
+        :meth:`rejected`, which decides the returned point exactly.
+        """
+        table = self.tables[side]
+        if table is None:
+            return point
+        j0, base, width, mix = table
+        at = base - point if side == 0 else point - base
+        if j < j0 or not 0 <= at < width:
+            return point
+        n = min(width - at, (point - limit if side == 0 else limit - point) + 1)
+        if n <= 0:
+            return point
+        clear = mix[j - j0, at : at + n] >= self.clear_reject
+        k = n if bool(clear.all()) else int(np.argmin(clear))
+        return point - k if side == 0 else point + k
 
     def rejected(self, side: int, j: int, point: int) -> bool:
         """Tell whether ``side``'s test (0 upper, 1 lower) rejects grid point ``point`` at ``j``."""
