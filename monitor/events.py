@@ -13,8 +13,10 @@ or a :class:`Rejection` carrying one of the fixed reason codes
 Two validators implement the one schema. The fast path decodes straight into the
 :class:`Event` ``msgspec.Struct`` (about 6x pydantic). Anything it refuses goes to the slow
 path, the pydantic model ``_EventSchema``, which is the reference: it decides every rejection
-(and its reason and detail) and accepts whatever it accepts. The fast path accepts exactly the
-same inputs with the same values (tests/test_events_fast_path.py checks this differentially).
+(and its reason and detail) and accepts whatever it accepts. Whatever the fast path accepts, the
+schema accepts with the same values (the fast path may refuse more, e.g. a duplicate key whose
+first value is invalid, and then the schema decides), so :func:`decode_event` accepts exactly
+the inputs the schema accepts (tests/test_events_fast_path.py checks this differentially).
 
 Examples
 --------

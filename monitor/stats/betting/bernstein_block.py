@@ -24,7 +24,10 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class BlockKernel:
-    """The bet-block computation of one configuration's sequences (read-only, shareable).
+    """The bet-block computation of one configuration's sequences (shareable).
+
+    Its arrays are read-only constants; its one mutable part is a one-entry cache of the
+    caps of the last cap edges seen (any sibling may replace it: it only saves work).
 
     Parameters
     ----------
@@ -82,7 +85,7 @@ class BlockKernel:
         self.grid_size = grid_size
         # 1 .. max_rounds + 1 as a float column (exact): t and t + 1 of a block's rounds
         self.steps: FloatArray = np.arange(1.0, max_rounds + 2.0)[:, None]
-        for a in (self.one_plus_rho, self.mu0, self.var0, self.steps):
+        for a in (self.rho, self.one_plus_rho, self.mu0, self.var0, self.steps):
             a.flags.writeable = False  # shared by spawned sequences
         # the caps of the last cap edges seen: (edges, lo, hi, c / spans (2, 1, R))
         self._caps: tuple[list[tuple[int, int]], FloatArray, FloatArray, FloatArray] | None = None

@@ -38,7 +38,7 @@ __all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
 FloatArray = npt.NDArray[np.float64]
 FORMAT = "certmon.confseq_bernstein"
 _VERSION = 1
-_CHUNK = 32  # rounds buffered before they are applied in one vectorized pass
+_CHUNK = 32  # rounds of a bet block; buffered rounds are applied when their block completes
 
 
 def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray

@@ -26,7 +26,7 @@ from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
-from monitor.stats.betting.risk import METHODS, Interval, RiskMonitor, check_cs_kind, check_level
+from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -133,18 +133,6 @@ class GroupedRiskMonitor(RiskMonitor):
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Refuse: update the owning :class:`CertificateGroup` instead."""
         raise TypeError("update the CertificateGroup, not one of its members")
-
-    def respawn(self, certify: AutoEvalTest, violate: AutoEvalTest,
-                cs: Interval | None) -> GroupedRiskMonitor:
-        """Return a member like this one over fresh parts (for :meth:`CertificateGroup.spawn`).
-
-        Only a member that has seen no round may be copied: the configuration attributes are
-        shared values, and the parts and the bias sum are the new member's own.
-        """
-        new = GroupedRiskMonitor.__new__(GroupedRiskMonitor)
-        new.__dict__.update(self.__dict__)
-        new._certify, new._violate, new._cs, new._sum_bias = certify, violate, cs, 0.0
-        return new
 
 
 class CertificateGroup:

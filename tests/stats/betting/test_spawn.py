@@ -16,6 +16,7 @@ import pytest
 from monitor.stats.betting.autoeval import AutoEvalTest
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
+from monitor.stats.betting.risk import RiskMonitor, make_interval
 from monitor.stats.betting.risk_group import CertificateGroup
 
 ALL = ["r_eval", "r_autoeval", "r_autoeval_plus"]
@@ -73,3 +74,22 @@ def test_spawn_sets_every_slot() -> None:
     for obj, cls in ((child, AutoEvalTest), (child._pl, PlugInEProcess)):
         missing = [k for k in cls.__slots__ if not hasattr(obj, k)]
         assert not missing, (cls.__name__, missing)
+
+
+@pytest.mark.parametrize(("rule", "method"), [("plugin_up", "r_autoeval_plus"),
+                                              ("plugin_up", "r_eval"), ("wsr", "r_autoeval")])
+def test_respawn_equals_from_parts(rule: str, method: str) -> None:
+    """A respawned monitor is the one from_parts assembles from the same parts and config."""
+    bet = BetConfig(rule=rule)
+    proto = RiskMonitor(0.2, 0.1, method, bet, n_rhos=4, cs_grid=50)
+    config = proto.to_state()["config"]
+    proto.add_judge_bias(0.5)  # the new monitor's own sum starts at 0 all the same
+    rhos = proto.rhos.tolist()
+    for cs, sides in itertools.product((None, make_interval("bernstein", 0.1, rhos, bet, 50)),
+                                       (("certify", "violate"), ("certify", "certify"))):
+        cert, viol = (AutoEvalTest(0.2, 0.1, side, rhos, bet) for side in sides)
+        new = proto.respawn(cert, viol, cs)
+        ref = RiskMonitor.from_parts(config, cert, viol, cs)
+        assert type(new) is type(ref) and vars(new).keys() == vars(ref).keys()
+        assert all(vars(new)[k] == vars(ref)[k] for k in vars(ref)), vars(new)
+        assert new.certify_test is cert and new.violate_test is viol
