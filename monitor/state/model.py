@@ -238,9 +238,19 @@ class ModelState:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelState:
-        """Inverse of :meth:`to_dict`."""
-        groups = {str(c): CertificateGroup.from_state(s) for c, s in d["groups"]}
+    def from_dict(
+        cls,
+        d: dict[str, Any],
+        proto: Callable[[str], CertificateGroup | None] | None = None,
+    ) -> ModelState:
+        """Inverse of :meth:`to_dict`.
+
+        ``proto`` maps a certificate name to its suite's prototype group (or None): a group
+        whose configuration is the prototype's is spawned from it and loaded, sharing its
+        read-only parts as a live model's group does (:meth:`CertificateGroup.from_state`).
+        """
+        groups = {str(c): CertificateGroup.from_state(s, None if proto is None else proto(str(c)))
+                  for c, s in d["groups"]}
         monitors = {(c, m): g[m] for c, g in groups.items() for m in g.methods}
         effective = {(str(c), str(m)): EffectiveStatus.from_list(e) for c, m, e in d["effective"]}
         counts = {k: int(d["counts"][k]) for k in COUNT_KEYS}

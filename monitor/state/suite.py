@@ -156,10 +156,19 @@ class SuiteState:
     # ------------------------------------------------------------------ routing
     def _fresh_group(self, cert: CertificateConfig) -> CertificateGroup:
         """Return a new model's group for ``cert``, spawned from this suite's prototype."""
+        return self._proto(cert).spawn()
+
+    def _proto(self, cert: CertificateConfig) -> CertificateGroup:
+        """Return this suite's prototype group of ``cert`` (built once; it sees no round)."""
         proto = self._protos.get(cert.name)
         if proto is None:
             proto = self._protos[cert.name] = build_group(cert, self.threshold_delta(cert))
-        return proto.spawn()
+        return proto
+
+    def _proto_named(self, name: str) -> CertificateGroup | None:
+        """Return the prototype of the certificate called ``name`` (None: not configured)."""
+        cert = next((c for c in self._certs if c.name == name), None)
+        return None if cert is None else self._proto(cert)
 
     def threshold_delta(self, cert: CertificateConfig) -> float:
         """Level used by the monitors.
@@ -531,7 +540,7 @@ class SuiteState:
         s.models.clear()
         s.watermark = -math.inf if d["watermark"] is None else float(d["watermark"])
         for md in d["models"]:
-            m = ModelState.from_dict(md)
+            m = ModelState.from_dict(md, s._proto_named)
             if s._strata is not None:
                 m.strata = StrataState.from_dict(s._strata, md["strata"])
             s.models[m.name] = m

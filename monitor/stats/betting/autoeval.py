@@ -527,16 +527,40 @@ class AutoEvalTest:
             ep = BettingEProcess.from_state(d["eprocess"])
             t = cls(ep.alpha, ep.delta, ep.side, d["rhos"], ep.bet)
             t._ep = ep
-        t._log_w0 = [float(v) for v in d["log_w0"]]
-        t._uniform = len(set(t._log_w0)) == 1
-        if len(t._log_w0) != len(t._rhos):
-            raise ValueError("AutoEvalTest state: log_w0 and rhos differ in length")
-        t._max_log_e = float(d["max_log_e"])
-        c = d["crossed_at_round"]
-        t._crossed = None if c is None else int(c)
-        t._sum_human = float(d["sum_human"])
-        t._sum_shift = float(d["sum_shift"])
+        t._load_progress(d)
         return t
+
+    def load_state(self, d: dict[str, Any]) -> None:
+        """Load :meth:`to_state` output of this configuration into a fresh :meth:`spawn`.
+
+        The same result as :meth:`from_state` (``plugin_up`` tests), sharing this test's
+        read-only parts (a restored model's, say).
+
+        Raises
+        ------
+        ValueError
+            If ``d`` is not such a state, its configuration differs, or a value is invalid.
+        """
+        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
+            raise ValueError(f"not an AutoEvalTest state (kind={d.get('kind')!r})")
+        if self._pl is None or not PlugInEProcess.is_state(d["eprocess"]):
+            raise ValueError("load_state: only plugin_up tests are loaded into a spawn")
+        if [float(r) for r in d["rhos"]] != list(self._rhos):
+            raise ValueError("AutoEvalTest state: rhos differ from this test's")
+        self._pl.load_state(d["eprocess"])
+        self._load_progress(d)
+
+    def _load_progress(self, d: dict[str, Any]) -> None:
+        """Set the mixture weights, maximum, crossing and sums of a state."""
+        self._log_w0 = [float(v) for v in d["log_w0"]]
+        self._uniform = len(set(self._log_w0)) == 1
+        if len(self._log_w0) != len(self._rhos):
+            raise ValueError("AutoEvalTest state: log_w0 and rhos differ in length")
+        self._max_log_e = float(d["max_log_e"])
+        c = d["crossed_at_round"]
+        self._crossed = None if c is None else int(c)
+        self._sum_human = float(d["sum_human"])
+        self._sum_shift = float(d["sum_shift"])
 
 
 def advance_pair(certify: AutoEvalTest, violate: AutoEvalTest, human: float, judge: float,

@@ -393,6 +393,33 @@ class PlugInEProcess:
         if d.get("kind") != _STATE_KIND or d.get("version") != 1:
             raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
         ep = cls(d["alpha"], d["delta"], d["side"], d["rhos"], BetConfig.from_dict(d["bet"]))
+        ep._load(d)
+        return ep
+
+    def load_state(self, d: dict[str, Any]) -> None:
+        """Load :meth:`to_state` output of this configuration into a fresh :meth:`spawn`.
+
+        The same result as :meth:`from_state`, sharing this process's read-only parts (a
+        restored model's, say).
+
+        Raises
+        ------
+        ValueError
+            If ``d`` is not such a state, its configuration differs, or a value is invalid.
+        """
+        if not self.is_state(d) or d.get("version") != 1:
+            raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
+        if self._rounds or self._since:
+            raise ValueError("load_state into a process that has seen no round")
+        if (d["alpha"], d["delta"], d["side"], [float(r) for r in d["rhos"]],
+                BetConfig.from_dict(d["bet"])) != (self._alpha, self._delta, self._side,
+                                                   list(self._rhos), self._bet):
+            raise ValueError("PlugInEProcess state: configuration differs")
+        self._load(d)
+
+    def _load(self, d: dict[str, Any]) -> None:
+        """Set the dynamic part of a state on a fresh process of its configuration."""
+        ep = self
         u = [float(v) for v in d["cells"]]
         sums = [float(v) for v in d["sums"]]
         if len(u) != len(ep._u) or len(sums) != 5 or not all(v >= 0.0 for v in u) or not (
@@ -410,7 +437,6 @@ class PlugInEProcess:
         if ep._plug:
             ep._set_rho(plugin_rho(ep._rounds - ep._since, sums, ep._alpha, ep._c, ep._side,
                                    ep._rhos))
-        return ep
 
     @staticmethod
     def is_state(d: dict[str, Any]) -> bool:

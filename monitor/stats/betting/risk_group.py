@@ -406,11 +406,30 @@ class CertificateGroup:
         }
 
     @classmethod
-    def from_state(cls, d: dict[str, Any]) -> CertificateGroup:
-        """Rebuild from :meth:`to_state` output; continuing is bit-identical."""
+    def from_state(cls, d: dict[str, Any], proto: CertificateGroup | None = None
+                   ) -> CertificateGroup:
+        """Rebuild from :meth:`to_state` output; continuing is bit-identical.
+
+        ``proto``: a group of the same configuration that has seen no round (a suite's
+        prototype). When given and its configuration is the state's, the group is spawned
+        from it and the state loaded into the spawn: the same group, sharing the
+        prototype's read-only parts as a new model's group does (a restored fleet then takes
+        the memory of a live one). Otherwise the group is built from the state alone.
+        """
         if d.get("kind") != _STATE_KIND or d.get("version") != 1:
             raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
         c = d["config"]
+        if (proto is not None and "plugin_tests" in d and proto._plugin
+                and not proto.rounds and not proto._restarted
+                and isinstance(proto._grid, BernsteinSequences | None)
+                and c == proto._config_state()):
+            g = proto.spawn()
+            if len(d["plugin_tests"]) != len(g._tests):
+                raise ValueError("CertificateGroup state: tests do not match the config")
+            for t, td in zip(g._tests, d["plugin_tests"], strict=True):
+                t.load_state(td)
+            g._load_common(d)
+            return g
         g = cls(c["alpha"], c["delta"], c["methods"], BetConfig.from_dict(c["bet"]),
                 n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"],
                 cs_kind=c.get("cs_kind", "grid"))

@@ -93,3 +93,41 @@ def test_respawn_equals_from_parts(rule: str, method: str) -> None:
         assert type(new) is type(ref) and vars(new).keys() == vars(ref).keys()
         assert all(vars(new)[k] == vars(ref)[k] for k in vars(ref)), vars(new)
         assert new.certify_test is cert and new.violate_test is viol
+
+
+@pytest.mark.parametrize("methods", [ALL, ["r_autoeval_plus"], ["r_eval", "r_autoeval"]])
+def test_restoring_into_a_spawn_equals_building_from_the_state(methods: list[str]) -> None:
+    """``from_state(d, proto)`` is ``from_state(d)``, now and after more rounds.
+
+    It shares the prototype's read-only parts (as a spawn) and leaves the prototype as it
+    was; a prototype of another configuration is ignored (the group is built from ``d``).
+    """
+    def build(alpha: float = 0.15) -> CertificateGroup:
+        return CertificateGroup(alpha, 0.05, methods, BetConfig(), n_rhos=4, cs_grid=50)
+
+    proto = build()
+    fresh = proto.to_state()
+    other = build(0.2)
+    live = build()
+    stream = rounds(3, 400)
+    for i, r in enumerate(stream[:300]):
+        live.update(*r)
+        if i % 37 == 5:  # restore at rounds that are and are not bet-block boundaries
+            d = live.to_state()
+            built = CertificateGroup.from_state(d)
+            loaded = CertificateGroup.from_state(d, proto)
+            ignored = CertificateGroup.from_state(d, other)
+            assert loaded.to_state() == built.to_state() == ignored.to_state() == d
+            assert members(loaded) == members(built)
+            assert loaded._grid is not None and proto._grid is not None
+            assert loaded._grid._kernel is proto._grid._kernel  # shared, as a spawn's
+            for r2 in stream[i + 1 : i + 60]:
+                built.update(*r2)
+                loaded.update(*r2)
+            assert loaded.to_state() == built.to_state()
+            assert members(loaded) == members(built)
+    assert proto.to_state() == fresh  # the prototype never moves
+    with pytest.raises(ValueError, match="configuration|rhos"):
+        bad = live.to_state()
+        bad["plugin_tests"][0]["eprocess"]["delta"] = 0.5  # inconsistent with the group
+        CertificateGroup.from_state(bad, proto)
