@@ -127,7 +127,7 @@ def test_restoring_into_a_spawn_equals_building_from_the_state(methods: list[str
             assert loaded.to_state() == built.to_state()
             assert members(loaded) == members(built)
     assert proto.to_state() == fresh  # the prototype never moves
-    with pytest.raises(ValueError, match="configuration|rhos"):
+    with pytest.raises(ValueError, match=r"configuration|rhos"):
         bad = live.to_state()
         bad["plugin_tests"][0]["eprocess"]["delta"] = 0.5  # inconsistent with the group
         CertificateGroup.from_state(bad, proto)
