@@ -410,7 +410,7 @@ class PlugInEProcess:
         if not self.is_state(d) or d.get("version") != 1:
             raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
         if self._rounds or self._since:
-            raise ValueError("load_state into a process that has seen no round")
+            raise ValueError("load_state needs a process that has seen no round")
         if (d["alpha"], d["delta"], d["side"], [float(r) for r in d["rhos"]],
                 BetConfig.from_dict(d["bet"])) != (self._alpha, self._delta, self._side,
                                                    list(self._rhos), self._bet):

@@ -279,6 +279,10 @@ class CertificateGroup:
         }
         return new
 
+    def _shares_parts(self) -> bool:
+        """Whether :meth:`spawn` copies this group (its condition, spelled out there for mypy)."""
+        return self._plugin and isinstance(self._grid, BernsteinSequences | None)
+
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Process one round for every method (as :meth:`RiskMonitor.update` on each).
 
@@ -419,11 +423,9 @@ class CertificateGroup:
         if d.get("kind") != _STATE_KIND or d.get("version") != 1:
             raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
         c = d["config"]
-        if (proto is not None and "plugin_tests" in d and proto._plugin
-                and not proto.rounds and not proto._restarted
-                and isinstance(proto._grid, BernsteinSequences | None)
+        if (proto is not None and "plugin_tests" in d and proto._shares_parts()
                 and c == proto._config_state()):
-            g = proto.spawn()
+            g = proto.spawn()  # (raises if the prototype has seen a round)
             if len(d["plugin_tests"]) != len(g._tests):
                 raise ValueError("CertificateGroup state: tests do not match the config")
             for t, td in zip(g._tests, d["plugin_tests"], strict=True):
