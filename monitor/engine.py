@@ -296,11 +296,9 @@ class Engine:
             dup = self._selection.handle(ev, alerts, requests)
             self.changed.add(SELECTION_PART)
         else:
-            if known:  # the usual case: the event creates no model
-                dup = suite.handle(ev, alerts, requests)
-            else:
-                n_models = len(suite.models)
-                dup = suite.handle(ev, alerts, requests)
+            n_models = 0 if known else len(suite.models)  # known: the event creates none
+            dup = suite.handle(ev, alerts, requests)
+            if not known:
                 self._n_models += len(suite.models) - n_models
             self.changed.add(ev.suite)
             if requests:
