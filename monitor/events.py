@@ -342,8 +342,7 @@ def _fast_text_ts(raw: bytes) -> Event | None:
         ts = parse_timestamp(tev.ts)
     except ValueError:
         return None
-    return Event(tev.type, tev.event_id, tev.suite, tev.model, tev.example_id, tev.loss, ts,
-                 tev.audit, tev.stratum, tev.judge, tev.embedding)
+    return _event_from(tev, ts)
 
 
 def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
@@ -352,9 +351,13 @@ def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
         s: _EventSchema = _validate_json(raw)
     except ValidationError as exc:
         return _classify(exc, raw)
-    ev = Event(s.type, s.event_id, s.suite, s.model, s.example_id, s.loss, s.ts,
-               s.audit, s.stratum, s.judge, s.embedding)
-    return _post_checks(ev, max_id_bytes)
+    return _post_checks(_event_from(s, s.ts), max_id_bytes)
+
+
+def _event_from(src: _EventTextTs | _EventSchema, ts: float) -> Event:
+    """Return the :class:`Event` with ``src``'s fields and epoch-seconds ``ts``."""
+    return Event(src.type, src.event_id, src.suite, src.model, src.example_id, src.loss, ts,
+                 src.audit, src.stratum, src.judge, src.embedding)
 
 
 def _post_checks(ev: Event, max_id_bytes: int | None) -> Event | Rejection:
