@@ -115,6 +115,25 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     return best_r
 
 
+def _scale_cells_py(u: list[float], bets: list[float], x: float) -> tuple[list[float], float]:
+    """Return the new cell wealths ``u_k (1 + lam_k x)`` and their sum (the compiled reference)."""
+    out = [a * (1.0 + b * x) for a, b in zip(u, bets, strict=True)]
+    return out, sum(out)
+
+
+def _plugin_rho_py(t: int, sums: list[float], alpha: float, c: float, certify: bool,
+                   rhos: list[float]) -> float:
+    # plugin_rho with the side as a flag (the signature of the compiled kernel)
+    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos)
+
+
+try:  # the compiled round (setup.py builds it when a C compiler is present): same bits
+    from monitor.stats.betting.ckernel import plugin_rho as _plugin_rho
+    from monitor.stats.betting.ckernel import scale_cells as _scale_cells
+except ImportError:  # pragma: no cover - depends on the install
+    _plugin_rho, _scale_cells = _plugin_rho_py, _scale_cells_py
+
+
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
     """Return the fixed bets ``lam_k`` and their prior weights for one side.
 
@@ -335,8 +354,7 @@ class PlugInEProcess:
         Returns the mixture's log wealth after the round (:attr:`log_wealth`).
         """
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        u = [a * (1.0 + b * x) for a, b in zip(self._u, self._bets, strict=True)]
-        tot = sum(u)
+        u, tot = _scale_cells(self._u, self._bets, x)
         if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
             u = [v / tot for v in u]
             self._ref += math.log(tot)
@@ -351,8 +369,9 @@ class PlugInEProcess:
             s[2] += human * human
             s[3] += human * shift
             s[4] += shift * shift
-            r = plugin_rho(self._rounds - self._since, s, self._alpha, self._c, self._side,
-                           self._rhos)
+            t = self._rounds - self._since
+            r = 0.0 if t < MIN_ROUNDS else _plugin_rho(t, s, self._alpha, self._c,
+                                                       self._side == "certify", self._rhos)
             if r != self._rho:
                 self._set_rho(r)
         return self._log_e

@@ -245,6 +245,50 @@ def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
     return m + math.log(sum([exp(v - m) for v in logs])) + log_w
 
 
+def _advance_py(
+    sr: list[float],
+    cu: list[float],
+    start: list[int],
+    seg: list[float],
+    xs: Sequence[float],
+    los: Sequence[float],
+    frs: tuple[float, ...],
+    alpha: float,
+    t: int,
+    use_sr: bool,
+) -> float:
+    """One round of the components on plain floats, in place; returns the largest statistic.
+
+    :func:`advance_components` on floats, in the same order (the reference of the compiled
+    :mod:`monitor.stats.changepoint.ckernel`, which must give the same bits).
+    """
+    log1p, exp = math.log1p, math.exp
+    j = 0
+    for xv, lv in zip(xs, los, strict=True):
+        den = alpha - lv
+        dx = xv - alpha
+        for f in frs:
+            log_l = log1p(f / den * dx)
+            a = sr[j]
+            sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
+            c = cu[j]
+            if c <= 0.0:
+                cu[j] = log_l + 0.0
+                start[j] = t
+                seg[j] = xv
+            else:
+                cu[j] = log_l + c
+                seg[j] = seg[j] + xv
+            j += 1
+    return max(sr if use_sr else cu)
+
+
+try:  # the compiled round (setup.py builds it when a C compiler is present): same bits, ~10x
+    from monitor.stats.changepoint.ckernel import advance as _advance
+except ImportError:  # pragma: no cover - depends on the install
+    _advance = _advance_py
+
+
 # ---------------------------------------------------------------------------- online class
 class RiskIncreaseDetector:
     """Mixture e-detector (Shiryaev-Roberts or CUSUM) for an increase of a risk above ``alpha``.
@@ -453,33 +497,16 @@ class RiskIncreaseDetector:
         xs, los = _round_views(x, lo, self._views, alpha)
         self._rounds += 1
         t = self._rounds
-        sr, cu, start, seg = self._log_sr, self._log_cu, self._start, self._seg
-        frs = self._frs
-        log1p, exp = math.log1p, math.exp
-        j = 0
-        for xv, lv in zip(xs, los, strict=True):  # advance_components on floats, same order
-            den = alpha - lv
-            dx = xv - alpha
-            for f in frs:
-                log_l = log1p(f / den * dx)
-                a = sr[j]
-                sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
-                c = cu[j]
-                if c <= 0.0:
-                    cu[j] = log_l + 0.0
-                    start[j] = t
-                    seg[j] = xv
-                else:
-                    cu[j] = log_l + c
-                    seg[j] = seg[j] + xv
-                j += 1
+        use_sr = self._kind == "sr"
+        top = _advance(self._log_sr, self._log_cu, self._start, self._seg, xs, los, self._frs,
+                       alpha, t, use_sr)
         tot = self._total
         for v in range(self._views):
             tot[v] = tot[v] + xs[v]
         # the mixture (a mean) is at most its largest component: the exact value is only
         # needed near the threshold (the margin is far above the rounding of the mean)
-        if self._alarm_round is None and max(sr if self._kind == "sr" else cu) >= (
-                self._log_a_near) and self.log_statistic >= self._log_a:
+        if self._alarm_round is None and top >= self._log_a_near and (
+                self.log_statistic >= self._log_a):
             self._alarm_round = t
 
     # ------------------------------------------------------------------ state

@@ -1,0 +1,6 @@
+"""Compiled round of the plug-in e-processes (``ckernel.c``); see ``plugin._scale_cells_py``."""
+
+def scale_cells(u: list[float], bets: list[float], x: float) -> tuple[list[float], float]: ...
+def plugin_rho(
+    t: int, sums: list[float], alpha: float, c: float, certify: bool, rhos: list[float]
+) -> float: ...
