@@ -25,5 +25,12 @@ setup(
             extra_compile_args=_FLAGS,
             optional=True,
         ),
+        Extension(
+            "monitor.caudit",
+            ["monitor/caudit.c"],
+            extra_compile_args=_FLAGS,
+            libraries=["crypto"],  # OpenSSL's SHA-256; without its headers, hashlib runs
+            optional=True,
+        ),
     ]
 )

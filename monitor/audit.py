@@ -18,11 +18,14 @@ True
 
 from __future__ import annotations
 
+import struct
 from hashlib import sha256
 
-__all__ = ["audit_prefix", "audit_uniform", "audit_uniform_prefixed", "is_audited"]
+__all__ = ["audit_prefix", "audit_uniform", "audit_uniform_fast", "audit_uniform_prefixed",
+           "is_audited"]
 
 _TWO_64 = float(2**64)
+_FIRST_U64 = struct.Struct(">Q").unpack_from  # the first 8 digest bytes, big-endian
 
 
 def audit_uniform(salt: str, suite: str, model: str, example_id: str) -> float:
@@ -84,14 +87,25 @@ def audit_uniform_prefixed(prefix: bytes, example_id: str) -> float:
     UTF-8 encoding is concatenative, so ``prefix + example_id.encode()`` is exactly the byte
     string :func:`audit_uniform` digests: the decision is unchanged. One fresh SHA-256 of the
     concatenation is slightly cheaper than copying a hash state that already absorbed the
-    prefix (measured 0.73 against 0.77 us per unit).
+    prefix (measured 0.73 against 0.77 us per unit); reading the first 8 bytes with ``struct``
+    instead of slicing and ``int.from_bytes`` gives the same integer (0.52 us per unit).
 
     Examples
     --------
     >>> round(audit_uniform_prefixed(audit_prefix("", "s", "m"), "x"), 6)
     0.935121
     """
-    return int.from_bytes(sha256(prefix + example_id.encode()).digest()[:8], "big") / _TWO_64
+    first: int = _FIRST_U64(sha256(prefix + example_id.encode()).digest())[0]
+    return first / _TWO_64
+
+
+# audit_uniform_fast: the hot path's audit_uniform_prefixed, the same float in ~0.1 instead of
+# 0.5 us: monitor.caudit.uniform, compiled by setup.py against OpenSSL's SHA-256 (the library
+# hashlib calls) when its headers are present, else the Python function.
+try:
+    from monitor.caudit import uniform as audit_uniform_fast
+except ImportError:  # pragma: no cover - depends on the install
+    audit_uniform_fast = audit_uniform_prefixed
 
 
 def is_audited(salt: str, suite: str, model: str, example_id: str, rate: float) -> bool:

@@ -63,7 +63,7 @@ import math
 from typing import Any
 
 from monitor.alerts import Alert, label_request, make_alert
-from monitor.audit import audit_prefix, audit_uniform_prefixed
+from monitor.audit import audit_prefix, audit_uniform_fast
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
@@ -221,7 +221,7 @@ class SuiteState:
         prefix = self._audit_prefix.get(model)
         if prefix is None:
             prefix = self._audit_prefix[model] = audit_prefix(self._salt, self.name, model)
-        return audit_uniform_prefixed(prefix, example_id)
+        return audit_uniform_fast(prefix, example_id)
 
     # ------------------------------------------------------------------ events
     def handle(self, ev: Event, alerts: list[Alert], requests: list[dict[str, Any]]) -> str | None:
@@ -307,7 +307,7 @@ class SuiteState:
                 if prefix is None:
                     prefix = self._audit_prefix[ev.model] = audit_prefix(
                         self._salt, self.name, ev.model)
-                audited = audit_uniform_prefixed(prefix, ev.example_id) < rate
+                audited = audit_uniform_fast(prefix, ev.example_id) < rate
             else:
                 audited = False
         if not audited:

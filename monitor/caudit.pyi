@@ -1,0 +1,3 @@
+"""Compiled audit uniform (``caudit.c``); see :func:`monitor.audit.audit_uniform_prefixed`."""
+
+def uniform(prefix: bytes, example_id: str) -> float: ...
