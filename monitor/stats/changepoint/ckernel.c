@@ -25,59 +25,59 @@ static int set_float(PyObject *list, Py_ssize_t i, double v) {
     return 0;
 }
 
-static int float_item(PyObject *seq, Py_ssize_t i, double *out) {
-    PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
-    if (!PyFloat_CheckExact(o)) {
-        PyErr_SetString(PyExc_TypeError, "expected float items");
-        return -1;
-    }
-    *out = PyFloat_AS_DOUBLE(o);
+/* The view's observation (x) or bound (lo) v: a float, or item v of a list or tuple. */
+static PyObject *view_item(PyObject *x, Py_ssize_t v) {
+    if (PyFloat_CheckExact(x)) return x;
+    return PyList_CheckExact(x) ? PyList_GET_ITEM(x, v) : PyTuple_GET_ITEM(x, v);
+}
+
+/* Whether x holds n views: a float (n == 1), or a list or tuple of n items. */
+static int holds_views(PyObject *x, Py_ssize_t n) {
+    if (PyFloat_CheckExact(x)) return n == 1;
+    if (PyList_CheckExact(x)) return PyList_GET_SIZE(x) == n;
+    if (PyTuple_CheckExact(x)) return PyTuple_GET_SIZE(x) == n;
     return 0;
 }
 
 /*
- * advance(sr, cu, start, seg, xs, los, frs, alpha, t, use_sr) -> float
+ * advance(sr, cu, start, seg, total, xs, los, frs, alpha, t, use_sr) -> float | None
  *
- * sr, cu, seg: lists of J floats; start: list of J ints; xs, los: lists or tuples of V floats;
- * frs: tuple of K floats with J = V * K. Updates the four lists in place and returns the
- * largest entry of sr (use_sr true) or cu.
+ * sr, cu, seg: lists of J floats; start: list of J ints; total: list of V floats; xs, los: V
+ * views each (a float when V == 1, else a list or tuple of floats); frs: tuple of K floats
+ * with J = V * K. When every view is a plain float with -inf < lo < alpha and
+ * lo <= x < inf, updates the five lists in place and returns the largest entry of sr
+ * (use_sr true) or cu; otherwise returns None and changes nothing (the caller explains).
  */
 static PyObject *advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "advance takes 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "advance takes 11 arguments");
         return NULL;
     }
-    PyObject *sr = args[0], *cu = args[1], *start = args[2], *seg = args[3];
-    PyObject *xs = args[4], *los = args[5], *frs = args[6];
+    PyObject *sr = args[0], *cu = args[1], *start = args[2], *seg = args[3], *tot = args[4];
+    PyObject *xs = args[5], *los = args[6], *frs = args[7];
     if (!PyList_CheckExact(sr) || !PyList_CheckExact(cu) || !PyList_CheckExact(start)
-        || !PyList_CheckExact(seg)) {
-        PyErr_SetString(PyExc_TypeError, "sr, cu, start and seg must be lists");
+        || !PyList_CheckExact(seg) || !PyList_CheckExact(tot) || !PyTuple_CheckExact(frs)) {
+        PyErr_SetString(PyExc_TypeError, "sr, cu, start, seg and total must be lists, frs a tuple");
         return NULL;
     }
-    if (!(PyList_CheckExact(xs) || PyTuple_CheckExact(xs))
-        || !(PyList_CheckExact(los) || PyTuple_CheckExact(los)) || !PyTuple_CheckExact(frs)) {
-        PyErr_SetString(PyExc_TypeError, "xs and los must be lists or tuples, frs a tuple");
-        return NULL;
-    }
-    double alpha = PyFloat_AsDouble(args[7]);
+    double alpha = PyFloat_AsDouble(args[8]);
     if (alpha == -1.0 && PyErr_Occurred()) return NULL;
-    PyObject *t = args[8];
+    PyObject *t = args[9];
     if (!PyLong_CheckExact(t)) {
         PyErr_SetString(PyExc_TypeError, "t must be an int");
         return NULL;
     }
-    int use_sr = PyObject_IsTrue(args[9]);
+    int use_sr = PyObject_IsTrue(args[10]);
     if (use_sr < 0) return NULL;
-    Py_ssize_t v_n = PySequence_Fast_GET_SIZE(xs), k_n = PyTuple_GET_SIZE(frs);
+    Py_ssize_t v_n = PyList_GET_SIZE(tot), k_n = PyTuple_GET_SIZE(frs);
     Py_ssize_t j_n = v_n * k_n;
-    if (PySequence_Fast_GET_SIZE(los) != v_n || PyList_GET_SIZE(sr) != j_n
-        || PyList_GET_SIZE(cu) != j_n || PyList_GET_SIZE(start) != j_n
-        || PyList_GET_SIZE(seg) != j_n || j_n == 0) {
+    if (PyList_GET_SIZE(sr) != j_n || PyList_GET_SIZE(cu) != j_n
+        || PyList_GET_SIZE(start) != j_n || PyList_GET_SIZE(seg) != j_n || j_n == 0) {
         PyErr_SetString(PyExc_ValueError, "inconsistent sizes");
         return NULL;
     }
-    /* check every input first: a type error leaves the state untouched */
+    /* check every input first: nothing changes unless the whole round is valid */
     for (Py_ssize_t j = 0; j < j_n; j++) {
         if (!PyFloat_CheckExact(PyList_GET_ITEM(sr, j)) || !PyFloat_CheckExact(PyList_GET_ITEM(cu, j))
             || !PyFloat_CheckExact(PyList_GET_ITEM(seg, j))) {
@@ -91,11 +91,24 @@ static PyObject *advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             return NULL;
         }
     }
+    for (Py_ssize_t v = 0; v < v_n; v++) {
+        if (!PyFloat_CheckExact(PyList_GET_ITEM(tot, v))) {
+            PyErr_SetString(PyExc_TypeError, "total must hold floats");
+            return NULL;
+        }
+    }
+    if (!holds_views(xs, v_n) || !holds_views(los, v_n)) Py_RETURN_NONE;
+    for (Py_ssize_t v = 0; v < v_n; v++) {
+        PyObject *xo = view_item(xs, v), *lo = view_item(los, v);
+        if (!PyFloat_CheckExact(xo) || !PyFloat_CheckExact(lo)) Py_RETURN_NONE;
+        double xv = PyFloat_AS_DOUBLE(xo), lv = PyFloat_AS_DOUBLE(lo);
+        if (!(-INFINITY < lv && lv < alpha && lv <= xv && xv < INFINITY)) Py_RETURN_NONE;
+    }
     double best = -INFINITY;
     Py_ssize_t j = 0;
     for (Py_ssize_t v = 0; v < v_n; v++) {
-        double xv, lv;
-        if (float_item(xs, v, &xv) < 0 || float_item(los, v, &lv) < 0) return NULL;
+        double xv = PyFloat_AS_DOUBLE(view_item(xs, v));
+        double lv = PyFloat_AS_DOUBLE(view_item(los, v));
         double den = alpha - lv;
         double dx = xv - alpha;
         for (Py_ssize_t k = 0; k < k_n; k++, j++) {
@@ -122,14 +135,16 @@ static PyObject *advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             double stat = use_sr ? s : m;
             if (stat > best || j == 0) best = stat;
         }
+        if (set_float(tot, v, PyFloat_AS_DOUBLE(PyList_GET_ITEM(tot, v)) + xv) < 0) return NULL;
     }
     return PyFloat_FromDouble(best);
 }
 
 static PyMethodDef methods[] = {
     {"advance", (PyCFunction)(void (*)(void))advance, METH_FASTCALL,
-     "advance(sr, cu, start, seg, xs, los, frs, alpha, t, use_sr) -> float\n\n"
-     "One round of the e-detector components, in place; returns the largest statistic."},
+     "advance(sr, cu, start, seg, total, xs, los, frs, alpha, t, use_sr) -> float | None\n\n"
+     "One valid round of the e-detector components, in place; returns the largest statistic\n"
+     "(None, changing nothing, unless every view has floats -inf < lo < alpha, lo <= x < inf)."},
     {NULL, NULL, 0, NULL},
 };
 

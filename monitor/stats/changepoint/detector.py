@@ -245,26 +245,45 @@ def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
     return m + math.log(sum([exp(v - m) for v in logs])) + log_w
 
 
+_VIEW_TYPES = (list, tuple)  # exactly these (as the compiled kernel): subclasses are converted
+
+
 def _advance_py(
     sr: list[float],
     cu: list[float],
     start: list[int],
     seg: list[float],
-    xs: Sequence[float],
-    los: Sequence[float],
+    total: list[float],
+    xs: object,
+    los: object,
     frs: tuple[float, ...],
     alpha: float,
     t: int,
     use_sr: bool,
-) -> float:
-    """One round of the components on plain floats, in place; returns the largest statistic.
+) -> float | None:
+    """One valid round of the components on plain floats, in place; the largest statistic.
 
     :func:`advance_components` on floats, in the same order (the reference of the compiled
-    :mod:`monitor.stats.changepoint.ckernel`, which must give the same bits).
+    :mod:`monitor.stats.changepoint.ckernel`, which must give the same bits). ``xs`` and
+    ``los`` hold one value per view (a float for one view); unless each is a plain float with
+    ``-inf < lo < alpha`` and ``lo <= x < inf``, nothing changes and the result is None.
     """
+    xl = (xs,) if type(xs) is float else xs
+    ll = (los,) if type(los) is float else los
+    if not (type(xl) in _VIEW_TYPES and type(ll) in _VIEW_TYPES):
+        return None
+    assert isinstance(xl, list | tuple) and isinstance(ll, list | tuple)  # for mypy
+    if len(xl) != len(total) or len(ll) != len(total):
+        return None
+    inf = math.inf
+    for xv, lv in zip(xl, ll, strict=True):
+        # NaN fails every comparison; ints, bools and numpy floats are converted by the caller
+        if not (type(xv) is float and type(lv) is float and -inf < lv < alpha
+                and lv <= xv < inf):
+            return None
     log1p, exp = math.log1p, math.exp
     j = 0
-    for xv, lv in zip(xs, los, strict=True):
+    for v, (xv, lv) in enumerate(zip(xl, ll, strict=True)):
         den = alpha - lv
         dx = xv - alpha
         for f in frs:
@@ -280,6 +299,7 @@ def _advance_py(
                 cu[j] = log_l + c
                 seg[j] = seg[j] + xv
             j += 1
+        total[v] = total[v] + xv
     return max(sr if use_sr else cu)
 
 
@@ -493,16 +513,16 @@ class RiskIncreaseDetector:
         ValueError
             If a value is not finite, ``lo >= alpha`` or ``x < lo``.
         """
-        alpha = self._alpha
-        xs, los = _round_views(x, lo, self._views, alpha)
-        self._rounds += 1
-        t = self._rounds
+        t = self._rounds + 1
+        sr, cu, start, seg, tot = self._log_sr, self._log_cu, self._start, self._seg, self._total
         use_sr = self._kind == "sr"
-        top = _advance(self._log_sr, self._log_cu, self._start, self._seg, xs, los, self._frs,
-                       alpha, t, use_sr)
-        tot = self._total
-        for v in range(self._views):
-            tot[v] = tot[v] + xs[v]
+        top = _advance(sr, cu, start, seg, tot, x, lo, self._frs, self._alpha, t, use_sr)
+        if top is None:  # not plain valid floats: converted here, or the precise error raised
+            xs, los = _round_views(x, lo, self._views, self._alpha)
+            top = _advance(sr, cu, start, seg, tot, xs, los, self._frs, self._alpha, t, use_sr)
+            if top is None:  # pragma: no cover - _round_views returns checked floats
+                raise RuntimeError("round views not accepted after conversion")
+        self._rounds = t
         # the mixture (a mean) is at most its largest component: the exact value is only
         # needed near the threshold (the margin is far above the rounding of the mean)
         if self._alarm_round is None and top >= self._log_a_near and (

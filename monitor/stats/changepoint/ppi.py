@@ -285,9 +285,13 @@ class PPIRiskDetector:
         ValueError
             If a given value is not a finite number in ``[0, 1]``.
         """
-        for name, v in (("human", human), ("judge", judge), ("unaudited", unaudited)):
-            if v is not None and not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be a float in [0, 1], got {v!r}")
+        if not (type(human) is float and 0.0 <= human <= 1.0  # the usual round, checked fast
+                and (judge is None or (type(judge) is float and 0.0 <= judge <= 1.0))
+                and (unaudited is None or (type(unaudited) is float
+                                           and 0.0 <= unaudited <= 1.0))):
+            for name, v in (("human", human), ("judge", judge), ("unaudited", unaudited)):
+                if v is not None and not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                    raise ValueError(f"{name} must be a float in [0, 1], got {v!r}")
         h, f, b = float(human), judge, unaudited
         rho = self.next_rho
         q = h if f is None or b is None else h + rho * (b - f)
