@@ -2,96 +2,165 @@
  * monitor.stats.betting.ckernel: the per-round arithmetic of PlugInEProcess, compiled.
  *
  * The same operations as the pure-Python reference in monitor/stats/betting/plugin.py
- * (_scale_cells_py and plugin_rho), in the same order, so every value is bit-identical to the
+ * (_step_py and _reliance_py), in the same order, through the C library's log (which
+ * Python's math.log calls), so every value is bit-identical to the
  * Python path (tests/stats/betting/test_ckernel.py compares them). Built without
  * floating-point contraction or fast-math (setup.py). Optional: when it is not built, the
  * e-processes run the Python path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 
+/* A float, or an int converted as Python's float arithmetic converts it. */
 static int as_double(PyObject *o, double *out) {
-    if (!PyFloat_CheckExact(o)) {
+    if (PyFloat_CheckExact(o)) {
+        *out = PyFloat_AS_DOUBLE(o);
+        return 0;
+    }
+    if (!PyLong_Check(o)) {
         PyErr_SetString(PyExc_TypeError, "expected a float");
         return -1;
     }
-    *out = PyFloat_AS_DOUBLE(o);
-    return 0;
+    *out = PyLong_AsDouble(o);
+    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* math.log of CPython on a float: log of a positive or infinite x, NaN kept, else the error. */
+static int py_log(double x, double *out) {
+    if (isnan(x) || x == INFINITY || x > 0.0) {
+        *out = isnan(x) || x == INFINITY ? x : log(x);
+        return 0;
+    }
+    PyErr_SetString(PyExc_ValueError, "math domain error");
+    return -1;
 }
 
 /*
- * scale_cells(u, bets, x) -> (list, float)
+ * step(u, bets, x, ref) -> (list, float, float)
  *
- * New cell wealths [u_k * (1 + bets_k * x)] and their sum, added left to right from 0.0 (as
- * Python's sum of floats).
+ * One round of the cells: new wealths v_k = u_k * (1 + bets_k * x) and their sum, added left
+ * to right from 0.0 (as Python's sum of floats); a sum outside (1e-150, 1e150) is moved into
+ * ref (cells divided by it, ref + log(sum), cells summed again). Returns the cells, ref and
+ * the mixture's log wealth ref + log(sum).
  */
-static PyObject *scale_cells(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "scale_cells takes 3 arguments");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "step takes 4 arguments");
         return NULL;
     }
     PyObject *u = args[0], *bets = args[1];
-    double x;
+    double x, ref;
     if (!PyList_CheckExact(u) || !PyList_CheckExact(bets)) {
         PyErr_SetString(PyExc_TypeError, "u and bets must be lists");
         return NULL;
     }
-    if (as_double(args[2], &x) < 0) return NULL;
+    if (as_double(args[2], &x) < 0 || as_double(args[3], &ref) < 0) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(u);
     if (PyList_GET_SIZE(bets) != n) {
         PyErr_SetString(PyExc_ValueError, "u and bets differ in length");
         return NULL;
     }
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
+    double vals[64];
+    double *v = n <= 64 ? vals : PyMem_Malloc((size_t)n * sizeof(double));
+    if (v == NULL) return PyErr_NoMemory();
     double tot = 0.0;
     for (Py_ssize_t k = 0; k < n; k++) {
         double a, b;
         if (as_double(PyList_GET_ITEM(u, k), &a) < 0
             || as_double(PyList_GET_ITEM(bets, k), &b) < 0) {
-            Py_DECREF(out);
+            if (v != vals) PyMem_Free(v);
             return NULL;
         }
-        double v = a * (1.0 + b * x);
-        PyObject *f = PyFloat_FromDouble(v);
+        v[k] = a * (1.0 + b * x);
+        tot += v[k];
+    }
+    if (!(1e-150 < tot && tot < 1e150)) {
+        if (tot == 0.0 && n > 0) {  /* never with c < 1: every factor is >= 1 - c > 0 */
+            if (v != vals) PyMem_Free(v);
+            PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+            return NULL;
+        }
+        double tot2 = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            v[k] = v[k] / tot;
+            tot2 += v[k];
+        }
+        double lt;
+        if (py_log(tot, &lt) < 0) {
+            if (v != vals) PyMem_Free(v);
+            return NULL;
+        }
+        ref = ref + lt;
+        tot = tot2;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        if (v != vals) PyMem_Free(v);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *f = PyFloat_FromDouble(v[k]);
         if (f == NULL) {
             Py_DECREF(out);
+            if (v != vals) PyMem_Free(v);
             return NULL;
         }
         PyList_SET_ITEM(out, k, f);
-        tot += v;
     }
-    PyObject *res = Py_BuildValue("(Nd)", out, tot);
-    return res;
+    if (v != vals) PyMem_Free(v);
+    double lt;
+    if (py_log(tot, &lt) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(Ndd)", out, ref, ref + lt);
 }
 
 /*
- * plugin_rho(t, sums, alpha, c, certify, rhos) -> float
+ * reliance(sums, human, shift, t, alpha, c, certify, rhos) -> float
  *
- * The plug-in reliance (plugin.py's plugin_rho) for t >= MIN_ROUNDS: the caller handles
- * smaller t. sums: 5 floats; rhos: a list of floats.
+ * Adds the round to the running sums (sums: a list of 5 floats, updated in place: l, d, l^2,
+ * l d, d^2) and returns the plug-in reliance (plugin.py's plugin_rho) of the next round from
+ * the t rounds they now hold: 0.0 for t < MIN_ROUNDS (2). rhos: a list of floats.
  */
-static PyObject *plugin_rho(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *reliance(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "plugin_rho takes 6 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "reliance takes 8 arguments");
         return NULL;
     }
-    PyObject *sums = args[1], *rhos = args[5];
-    if (!PyLong_CheckExact(args[0]) || !PyList_CheckExact(sums) || PyList_GET_SIZE(sums) != 5
+    PyObject *sums = args[0], *rhos = args[7];
+    if (!PyList_CheckExact(sums) || PyList_GET_SIZE(sums) != 5 || !PyLong_CheckExact(args[3])
         || !PyList_CheckExact(rhos)) {
-        PyErr_SetString(PyExc_TypeError, "need an int t, a list of 5 sums and a list of rhos");
+        PyErr_SetString(PyExc_TypeError, "need a list of 5 sums, an int t and a list of rhos");
         return NULL;
     }
-    double t = PyLong_AsDouble(args[0]);
-    if (t == -1.0 && PyErr_Occurred()) return NULL;
-    double s[5], alpha, c;
+    double s[5], h, d, alpha, c;
     for (int i = 0; i < 5; i++)
         if (as_double(PyList_GET_ITEM(sums, i), &s[i]) < 0) return NULL;
-    if (as_double(args[2], &alpha) < 0 || as_double(args[3], &c) < 0) return NULL;
-    int certify = PyObject_IsTrue(args[4]);
+    if (as_double(args[1], &h) < 0 || as_double(args[2], &d) < 0
+        || as_double(args[4], &alpha) < 0 || as_double(args[5], &c) < 0)
+        return NULL;
+    long long tl = PyLong_AsLongLong(args[3]);
+    if (tl == -1 && PyErr_Occurred()) return NULL;
+    int certify = PyObject_IsTrue(args[6]);
     if (certify < 0) return NULL;
+    s[0] = s[0] + h;
+    s[1] = s[1] + d;
+    s[2] = s[2] + h * h;
+    s[3] = s[3] + h * d;
+    s[4] = s[4] + d * d;
+    for (int i = 0; i < 5; i++) {
+        PyObject *f = PyFloat_FromDouble(s[i]);
+        if (f == NULL) return NULL;
+        PyObject *old = PyList_GET_ITEM(sums, i);
+        PyList_SET_ITEM(sums, i, f);
+        Py_DECREF(old);
+    }
+    if (tl < 2) return PyFloat_FromDouble(0.0);
+    double t = (double)tl;  /* exact below 2**53, as Python's int / float */
     double ml = s[0] / t, md = s[1] / t;
     double vl = s[2] / t - ml * ml;
     double cov = s[3] / t - ml * md;
@@ -128,10 +197,12 @@ static PyObject *plugin_rho(PyObject *self, PyObject *const *args, Py_ssize_t na
 }
 
 static PyMethodDef methods[] = {
-    {"scale_cells", (PyCFunction)(void (*)(void))scale_cells, METH_FASTCALL,
-     "scale_cells(u, bets, x) -> (list, float)\n\nNew cell wealths and their sum."},
-    {"plugin_rho", (PyCFunction)(void (*)(void))plugin_rho, METH_FASTCALL,
-     "plugin_rho(t, sums, alpha, c, certify, rhos) -> float\n\nThe plug-in reliance (t >= 2)."},
+    {"step", (PyCFunction)(void (*)(void))step, METH_FASTCALL,
+     "step(u, bets, x, ref) -> (list, float, float)\n\nOne round of the cells: cells, ref, "
+     "log wealth."},
+    {"reliance", (PyCFunction)(void (*)(void))reliance, METH_FASTCALL,
+     "reliance(sums, human, shift, t, alpha, c, certify, rhos) -> float\n\nAdd the round to "
+     "the sums; the plug-in reliance of the next round."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -115,23 +115,42 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     return best_r
 
 
-def _scale_cells_py(u: list[float], bets: list[float], x: float) -> tuple[list[float], float]:
-    """Return the new cell wealths ``u_k (1 + lam_k x)`` and their sum (the compiled reference)."""
+def _step_py(u: list[float], bets: list[float], x: float,
+             ref: float) -> tuple[list[float], float, float]:
+    """Return one round of the cells: ``(cells, ref, log wealth)`` (the compiled reference).
+
+    Cells ``u_k (1 + lam_k x)``; a sum outside ``(1e-150, 1e150)`` is moved into ``ref``.
+    """
     out = [a * (1.0 + b * x) for a, b in zip(u, bets, strict=True)]
-    return out, sum(out)
+    tot = sum(out)
+    if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
+        out = [v / tot for v in out]
+        ref += math.log(tot)
+        tot = sum(out)
+    return out, ref, ref + math.log(tot)
 
 
-def _plugin_rho_py(t: int, sums: list[float], alpha: float, c: float, certify: bool,
-                   rhos: list[float]) -> float:
-    # plugin_rho with the side as a flag (the signature of the compiled kernel)
+def _reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: float,
+                 c: float, certify: bool, rhos: list[float]) -> float:
+    """Add the round to the running sums (in place); the plug-in reliance of the next round.
+
+    ``t`` counts the rounds the sums hold with this one (the compiled reference).
+    """
+    sums[0] += human
+    sums[1] += shift
+    sums[2] += human * human
+    sums[3] += human * shift
+    sums[4] += shift * shift
+    if t < MIN_ROUNDS:
+        return 0.0
     return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos)
 
 
 try:  # the compiled round (setup.py builds it when a C compiler is present): same bits
-    from monitor.stats.betting.ckernel import plugin_rho as _plugin_rho
-    from monitor.stats.betting.ckernel import scale_cells as _scale_cells
+    from monitor.stats.betting.ckernel import reliance as _reliance
+    from monitor.stats.betting.ckernel import step as _step
 except ImportError:  # pragma: no cover - depends on the install
-    _plugin_rho, _scale_cells = _plugin_rho_py, _scale_cells_py
+    _reliance, _step = _reliance_py, _step_py
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
@@ -354,24 +373,11 @@ class PlugInEProcess:
         Returns the mixture's log wealth after the round (:attr:`log_wealth`).
         """
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        u, tot = _scale_cells(self._u, self._bets, x)
-        if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
-            u = [v / tot for v in u]
-            self._ref += math.log(tot)
-            tot = sum(u)
-        self._u = u
-        self._log_e = self._ref + math.log(tot)
+        self._u, self._ref, self._log_e = _step(self._u, self._bets, x, self._ref)
         self._rounds += 1
         if self._plug:  # the running sums only feed the plug-in reliance
-            s = self._sums
-            s[0] += human
-            s[1] += shift
-            s[2] += human * human
-            s[3] += human * shift
-            s[4] += shift * shift
-            t = self._rounds - self._since
-            r = 0.0 if t < MIN_ROUNDS else _plugin_rho(t, s, self._alpha, self._c,
-                                                       self._side == "certify", self._rhos)
+            r = _reliance(self._sums, human, shift, self._rounds - self._since, self._alpha,
+                          self._c, self._sgn > 0.0, self._rhos)
             if r != self._rho:
                 self._set_rho(r)
         return self._log_e

@@ -11,7 +11,7 @@ import pytest
 
 from monitor.stats.betting import plugin as plugin_mod
 from monitor.stats.betting.bets import BetConfig
-from monitor.stats.betting.plugin import PlugInEProcess, _plugin_rho_py, _scale_cells_py
+from monitor.stats.betting.plugin import PlugInEProcess, _reliance_py, _step_py
 from tests.ckernels import load
 
 
@@ -20,33 +20,52 @@ def ck() -> ModuleType:
     return load("monitor.stats.betting.ckernel")
 
 
-def test_scale_cells_matches_python(ck: ModuleType) -> None:
+def _hex(v: object) -> object:
+    if isinstance(v, float):
+        return v.hex()
+    if isinstance(v, list | tuple):
+        return [_hex(w) for w in v]
+    return v
+
+
+def test_step_matches_python(ck: ModuleType) -> None:
     rng = random.Random(11)
-    for case in range(3000):
-        n = rng.randint(0, 40)
-        u = [rng.choice([0.0, 1e-160, 5e-324, 1e149, rng.random()]) for _ in range(n)]
+    moved = 0
+    for case in range(5000):
+        n = rng.randint(0, 70)  # more than 64 cells takes the allocated buffer
+        scale = rng.choice([1.0, 1e-152, 1e-140, 1e148, 1e151])
+        u = [rng.choice([0.0, 5e-324, rng.random()]) * scale for _ in range(n)]
         bets = [rng.uniform(0, 5) for _ in range(n)]
-        x = rng.choice([0.0, -0.0, -0.9, 0.9, rng.uniform(-1, 1)])
-        a, ta = ck.scale_cells(u, bets, x)
-        b, tb = _scale_cells_py(u, bets, x)
-        assert [v.hex() for v in a] == [v.hex() for v in b], case
-        assert float(ta).hex() == float(tb).hex(), case
+        x = rng.choice([0.0, -0.0, -0.19, 0.19, rng.uniform(-0.19, 0.19)])
+        ref = rng.choice([0.0, -700.0, rng.uniform(-50, 50)])
+        outcomes = []
+        for fn in (ck.step, _step_py):
+            try:
+                outcomes.append(_hex(fn(u, bets, x, ref)))
+            except (ZeroDivisionError, ValueError) as exc:  # a sum that underflowed to 0
+                outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1], case
+        moved += isinstance(outcomes[0], list) and outcomes[0][1] != _hex(ref)
+    assert moved > 500  # the renormalisation branch ran
 
 
-def test_plugin_rho_matches_python(ck: ModuleType) -> None:
+def test_reliance_matches_python(ck: ModuleType) -> None:
     rng = random.Random(12)
     grids = [[0.0], [1.0], [i / 10 for i in range(11)], [rng.random() for _ in range(5)]]
     hits = set()
     for case in range(20000):
-        t = rng.choice([2, 3, 10, 1000, 10**7])
+        t = rng.choice([0, 1, 2, 3, 10, 1000, 10**7])
         sums = [rng.uniform(-1, 1) * t * rng.choice([0.0, 0.01, 1.0]) for _ in range(5)]
         sums[2], sums[4] = abs(sums[2]), abs(sums[4])
+        h = rng.choice([0.0, 1.0, 1, rng.random()])
+        d = rng.choice([0.0, -0.0, rng.uniform(-1, 1)])
         alpha, c = rng.uniform(0.01, 0.99), rng.choice([0.5, 0.95, rng.random()])
         certify = rng.random() < 0.5
         rhos = rng.choice(grids)
-        a = ck.plugin_rho(t, sums, alpha, c, certify, rhos)
-        b = _plugin_rho_py(t, sums, alpha, c, certify, rhos)
-        assert a.hex() == b.hex(), case
+        sa, sb = list(sums), list(sums)
+        a = ck.reliance(sa, h, d, t, alpha, c, certify, rhos)
+        b = _reliance_py(sb, h, d, t, alpha, c, certify, rhos)
+        assert _hex(a) == _hex(b) and _hex(sa) == _hex(sb), case
         hits.add(a in rhos)
     assert hits == {True, False}  # both exits (a candidate, the fallback rho0) were taken
 
@@ -69,16 +88,16 @@ def test_processes_match_python_over_streams(ck: ModuleType,
         return out
 
     compiled = run()
-    assert plugin_mod._scale_cells is ck.scale_cells
-    monkeypatch.setattr(plugin_mod, "_scale_cells", _scale_cells_py)
-    monkeypatch.setattr(plugin_mod, "_plugin_rho", _plugin_rho_py)
+    assert plugin_mod._step is ck.step and plugin_mod._reliance is ck.reliance
+    monkeypatch.setattr(plugin_mod, "_step", _step_py)
+    monkeypatch.setattr(plugin_mod, "_reliance", _reliance_py)
     assert json.dumps(run()) == json.dumps(compiled)
 
 
 def test_bad_input_raises(ck: ModuleType) -> None:
     with pytest.raises(TypeError):
-        ck.scale_cells([1.0], [1], 0.5)
+        ck.step([1.0], ["x"], 0.5, 0.0)
     with pytest.raises(ValueError, match="differ in length"):
-        ck.scale_cells([1.0], [1.0, 2.0], 0.5)
+        ck.step([1.0], [1.0, 2.0], 0.5, 0.0)
     with pytest.raises(TypeError):
-        ck.plugin_rho(3, [0.0] * 4, 0.1, 0.5, True, [0.0])
+        ck.reliance([0.0] * 4, 0.0, 0.0, 3, 0.1, 0.5, True, [0.0])
