@@ -473,38 +473,50 @@ class SuiteState:
         return sorted(self.models.values(), key=rank)
 
     def _refresh(self, model: ModelState | None, ts: float, alerts: list[Alert]) -> None:
-        family = self._family_rule or model is None
-        members = self.ordered_models() if family or model is None else [model]
-        # family_size only matters to the family rules (e-BH padding); skip it per round
+        if model is not None and not self._family_rule:
+            # one model's own statuses (target_statuses of rule none/bonferroni, inlined: this
+            # runs every round and a status seldom changes)
+            effective = model.effective
+            for key, mon in model.monitors.items():
+                status = mon.status
+                if status != effective[key].status:
+                    self._set_status(model, key[0], key[1], status, ts, alerts)
+            return
+        members = self.ordered_models()
+        # family_size only matters to the family rules (e-BH padding)
         size = self.family_size if self._family_rule else 0
         targets = target_statuses(self.config.multiplicity, members, self._certs, size)
         for (mname, cert, meth), new in targets.items():
             m = self.models[mname]
-            eff = m.effective[(cert, meth)]
-            if new == eff.status:
-                continue
-            rounds = m.counts["rounds"]
-            eff.status = new
-            eff.changed_ts = ts if math.isfinite(ts) else None
-            kinds: list[str] = []
-            if new == "certified":
-                if eff.certified_at_round is None:
-                    eff.certified_at_round = rounds
-                eff.ever_certified = True
-                kinds.append("certified")
-            elif new == "violated":
-                if eff.violated_at_round is None:
-                    eff.violated_at_round = rounds
-                kinds.append("violated")
-                if eff.ever_certified:
-                    kinds.append("certificate_lost")
-            if meth != self._primary[cert]:
-                continue
-            for kind in kinds:
-                alerts.append(
-                    make_alert(kind, self.name, mname, cert, meth, rounds, ts,
-                               alert_evidence(m, cert, meth, kind, self.config.multiplicity))
-                )
+            if new != m.effective[(cert, meth)].status:
+                self._set_status(m, cert, meth, new, ts, alerts)
+
+    def _set_status(self, m: ModelState, cert: str, meth: str, new: str, ts: float,
+                    alerts: list[Alert]) -> None:
+        """Move one effective status to ``new``; alerts for the certificate's primary method."""
+        eff = m.effective[(cert, meth)]
+        rounds = m.counts["rounds"]
+        eff.status = new
+        eff.changed_ts = ts if math.isfinite(ts) else None
+        kinds: list[str] = []
+        if new == "certified":
+            if eff.certified_at_round is None:
+                eff.certified_at_round = rounds
+            eff.ever_certified = True
+            kinds.append("certified")
+        elif new == "violated":
+            if eff.violated_at_round is None:
+                eff.violated_at_round = rounds
+            kinds.append("violated")
+            if eff.ever_certified:
+                kinds.append("certificate_lost")
+        if meth != self._primary[cert]:
+            return
+        for kind in kinds:
+            alerts.append(
+                make_alert(kind, self.name, m.name, cert, meth, rounds, ts,
+                           alert_evidence(m, cert, meth, kind, self.config.multiplicity))
+            )
 
     # ------------------------------------------------------------------ views
     def view(self, shown_only: bool = False) -> dict[str, Any]:
