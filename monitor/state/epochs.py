@@ -82,6 +82,15 @@ class CertificateEpochs:
         """Epoch 1 with an armed regression detector."""
         return cls(alpha, arl, regression=PPIRiskDetector(alpha, arl=arl))
 
+    def spawn(self) -> CertificateEpochs:
+        """Return epoch 1 of this configuration, its detector spawned (a new model's).
+
+        The same state as :meth:`new`; ``self`` is a prototype (its detector's rounds and
+        moments are not copied).
+        """
+        reg = None if self.regression is None else self.regression.spawn()
+        return CertificateEpochs(self.alpha, self.arl, regression=reg)
+
     # ------------------------------------------------------------------ rounds
     def update(self, human: float, judge: float, block_mean: float | None) -> None:
         """Feed one round (validated losses; ``block_mean`` None for an empty block)."""

@@ -56,6 +56,10 @@ class JudgeDrift:
         return cls(DriftDetector(-1.0, 1.0, warmup=warmup, delta_ref=q, p=q, horizon=horizon),
                    DriftDetector(0.0, 1.0, warmup=warmup, delta_ref=q, p=q, horizon=horizon))
 
+    def spawn(self) -> JudgeDrift:
+        """Return fresh detectors of this configuration (a new model's, from a prototype)."""
+        return JudgeDrift(self.bias.spawn(), self.disagreement.spawn())
+
     def update(self, human: float, judge: float) -> None:
         """Feed one labelled round (validated losses)."""
         d = human - judge

@@ -156,19 +156,21 @@ class ModelState:
         threshold_delta: Callable[[CertificateConfig], float],
         judge: JudgeDrift | None = None,
         make_group: Callable[[CertificateConfig], CertificateGroup] | None = None,
+        make_epochs: Callable[[CertificateConfig], CertificateEpochs] | None = None,
     ) -> ModelState:
         """Fresh state with one monitor per certificate x method.
 
-        ``make_group`` returns a certificate's fresh group (default: :func:`build_group`; a
-        suite passes one that spawns from a prototype, which is cheaper and shares read-only
-        parts).
+        ``make_group`` and ``make_epochs`` return a certificate's fresh group and epochs
+        (default: :func:`build_group`, :meth:`CertificateEpochs.new`; a suite passes ones that
+        spawn from prototypes, which is cheaper and shares read-only parts).
         """
         groups = {c.name: make_group(c) if make_group is not None
                   else build_group(c, threshold_delta(c)) for c in certificates}
         monitors: dict[tuple[str, str], RiskMonitor] = {
             (c.name, meth): groups[c.name][meth] for c in certificates for meth in c.methods
         }
-        epochs = {c.name: CertificateEpochs.new(c.alpha, c.detector_threshold)
+        epochs = {c.name: make_epochs(c) if make_epochs is not None
+                  else CertificateEpochs.new(c.alpha, c.detector_threshold)
                   for c in certificates}
         return cls(name, monitors, {k: EffectiveStatus() for k in monitors}, groups=groups,
                    epochs=epochs, judge=judge)

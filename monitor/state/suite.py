@@ -66,6 +66,7 @@ from monitor.alerts import Alert, label_request, make_alert
 from monitor.audit import audit_prefix, audit_uniform_fast
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
+from monitor.state.epochs import CertificateEpochs
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
 from monitor.state.family import target_statuses
 from monitor.state.judge_drift import JudgeDrift
@@ -126,6 +127,9 @@ class SuiteState:
         self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
         # per certificate, a group that never sees a round: new models spawn from it
         self._protos: dict[str, CertificateGroup] = {}
+        self._epoch_protos: dict[str, CertificateEpochs] = {}  # and epochs, with detectors
+        self._judge_proto = (JudgeDrift.new(c.judge_drift_warmup, c.judge_drift_false_alarm,
+                                            c.judge_drift_horizon) if c.judge_drift else None)
         self._label_requests = c.label_requests
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
         self._strata = (StrataSpec.from_suite(c, self.threshold_delta)
@@ -137,10 +141,9 @@ class SuiteState:
                 self.models[pattern] = self._new_model(pattern)
 
     def _new_model(self, name: str) -> ModelState:
-        c = self.config
-        judge = (JudgeDrift.new(c.judge_drift_warmup, c.judge_drift_false_alarm,
-                                c.judge_drift_horizon) if c.judge_drift else None)
-        m = ModelState.new(name, self._certs, self.threshold_delta, judge, self._fresh_group)
+        judge = None if self._judge_proto is None else self._judge_proto.spawn()
+        m = ModelState.new(name, self._certs, self.threshold_delta, judge, self._fresh_group,
+                           self._fresh_epochs)
         if self._strata is not None:
             m.strata = StrataState(self._strata)
         return m
@@ -157,6 +160,14 @@ class SuiteState:
     def _fresh_group(self, cert: CertificateConfig) -> CertificateGroup:
         """Return a new model's group for ``cert``, spawned from this suite's prototype."""
         return self._proto(cert).spawn()
+
+    def _fresh_epochs(self, cert: CertificateConfig) -> CertificateEpochs:
+        """Return a new model's epochs for ``cert``, spawned from this suite's prototype."""
+        proto = self._epoch_protos.get(cert.name)
+        if proto is None:
+            proto = self._epoch_protos[cert.name] = CertificateEpochs.new(
+                cert.alpha, cert.detector_threshold)
+        return proto.spawn()
 
     def _proto(self, cert: CertificateConfig) -> CertificateGroup:
         """Return this suite's prototype group of ``cert`` (built once; it sees no round)."""

@@ -409,6 +409,23 @@ class RiskIncreaseDetector:
         self._total: list[float] = [0.0] * self._views
         self._alarm_round: int | None = None
 
+    def spawn(self) -> RiskIncreaseDetector:
+        """Return a fresh detector of this configuration (no round), sharing its read-only parts.
+
+        The same state as a newly built one, without re-validating the configuration (a new
+        model's detector, say).
+
+        Examples
+        --------
+        >>> d = RiskIncreaseDetector(0.1, arl=1000.0, views=2); d.update([1.0, 1.0])
+        >>> d.spawn().to_state() == RiskIncreaseDetector(0.1, arl=1000.0, views=2).to_state()
+        True
+        """
+        new = RiskIncreaseDetector.__new__(RiskIncreaseDetector)
+        new.__dict__.update(self.__dict__)  # configuration: floats, tuples, read-only arrays
+        new.reset()  # state: lists of its own
+        return new
+
     # ------------------------------------------------------------------ properties
     @property
     def alpha(self) -> float:

@@ -188,6 +188,20 @@ class DriftDetector:
             check_fractions(fractions)
         self.reset()
 
+    def spawn(self) -> DriftDetector:
+        """Return a fresh detector of this configuration (warm-up not started).
+
+        Examples
+        --------
+        >>> d = DriftDetector(warmup=10); d.update(0.5)
+        >>> d.spawn().to_state() == DriftDetector(warmup=10).to_state()
+        True
+        """
+        new = DriftDetector.__new__(DriftDetector)
+        new.__dict__.update(self.__dict__)  # configuration: floats, strings, fractions
+        new.reset()
+        return new
+
     def reset(self) -> None:
         """Start over with a new warm-up (e.g. after acting on an alarm)."""
         # warm-up sums on y in [0, 1]: n, sum y, sum (y - mu_i)^2, sum lam, sum lam y, sum v psi

@@ -213,6 +213,21 @@ class PPIRiskDetector:
         # weighted moments: n, sum l, sum f, sum b, sum lf, sum ff, sum bb
         self._m: list[float] = [0.0] * 7
 
+    def spawn(self) -> PPIRiskDetector:
+        """Return a fresh detector of this configuration (no round, no moments).
+
+        Examples
+        --------
+        >>> d = PPIRiskDetector(0.1, arl=1e4); d.update(1.0, 1.0, 0.5)
+        >>> d.spawn().to_state() == PPIRiskDetector(0.1, arl=1e4).to_state()
+        True
+        """
+        new = PPIRiskDetector.__new__(PPIRiskDetector)
+        new.__dict__.update(self.__dict__)  # configuration: floats and strings
+        new._det = self._det.spawn()
+        new._m = [0.0] * 7
+        return new
+
     def reset(self) -> None:
         """Start a new epoch for the detector; the plug-in moments are kept."""
         self._det.reset()

@@ -305,3 +305,30 @@ def test_judge_drift_false_alarms():
             a = run_drift_batch(x, lo, hi, warmup=w, delta_ref=0.05, p=0.05,
                                 horizon=t_post)["alarm_round"]
             assert cp_lower(int(np.sum(a > 0)), s) <= 0.10
+
+
+def test_spawned_detectors_run_like_new_ones() -> None:
+    """A detector spawned from a used one equals a new one, round after round."""
+    import json
+
+    from monitor.state.epochs import CertificateEpochs
+    from monitor.state.judge_drift import JudgeDrift
+
+    rng = np.random.default_rng(41)
+    rounds = [(float(rng.random() < (0.05 if t < 300 else 0.4)), float(rng.random() < 0.1),
+               float(rng.random() * 0.2)) for t in range(600)]
+    used_e, used_j = CertificateEpochs.new(0.1, 2000.0), JudgeDrift.new(warmup=50)
+    for h, f, b in rounds[:100]:
+        used_e.update(h, f, b)
+        used_j.update(h, f)
+    e_s, e_f = used_e.spawn(), CertificateEpochs.new(0.1, 2000.0)
+    j_s, j_f = used_j.spawn(), JudgeDrift.new(warmup=50)
+    for h, f, b in rounds:
+        e_s.update(h, f, b)
+        e_f.update(h, f, b)
+        j_s.update(h, f)
+        j_f.update(h, f)
+    assert json.dumps(e_s.to_dict()) == json.dumps(e_f.to_dict())
+    assert json.dumps(j_s.to_dict()) == json.dumps(j_f.to_dict())
+    assert e_s.regression is not None and e_s.regression.alarm  # the stream did something
+    assert j_s.bias.band is not None
