@@ -39,7 +39,9 @@ def audit_uniform(salt: str, suite: str, model: str, example_id: str) -> float:
     Returns
     -------
     float
-        The first 8 digest bytes (big-endian) divided by 2**64.
+        The first 8 digest bytes (big-endian) divided by 2**64, as a float: in [0, 1], and 1.0
+        only for the 1024 largest 64-bit values, which round up (probability 2**-54; such a
+        unit is never audited at rates below 1, and always at rate 1).
 
     Notes
     -----

@@ -12,18 +12,25 @@
 #include <Python.h>
 #include <math.h>
 
-/* A float, or an int converted as Python's float arithmetic converts it. */
+/* A float (or a subclass: numpy's float64), or an int of at most 2**26 in size: Python's
+ * arithmetic on such an int (even int * int) gives the same bits as on its double. Larger
+ * ints are refused rather than computed differently. */
 static int as_double(PyObject *o, double *out) {
-    if (PyFloat_CheckExact(o)) {
+    if (PyFloat_Check(o)) {
         *out = PyFloat_AS_DOUBLE(o);
         return 0;
     }
-    if (!PyLong_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "expected a float");
-        return -1;
+    if (PyLong_Check(o)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (!overflow && v <= (1LL << 26) && v >= -(1LL << 26)) {
+            *out = (double)v;
+            return 0;
+        }
     }
-    *out = PyLong_AsDouble(o);
-    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+    PyErr_SetString(PyExc_TypeError, "expected a float (or an int of at most 2**26)");
+    return -1;
 }
 
 /* math.log of CPython on a float: log of a positive or infinite x, NaN kept, else the error. */
@@ -40,7 +47,7 @@ static int py_log(double x, double *out) {
  * step(u, bets, x, ref) -> (list, float, float)
  *
  * One round of the cells: new wealths v_k = u_k * (1 + bets_k * x) and their sum, added left
- * to right from 0.0 (as Python's sum of floats); a sum outside (1e-150, 1e150) is moved into
+ * to right from 0.0 (as plugin.py's _sum_in_order); a sum outside (1e-150, 1e150) is moved into
  * ref (cells divided by it, ref + log(sum), cells summed again). Returns the cells, ref and
  * the mixture's log wealth ref + log(sum).
  */

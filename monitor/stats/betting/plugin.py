@@ -122,12 +122,21 @@ def _step_py(u: list[float], bets: list[float], x: float,
     Cells ``u_k (1 + lam_k x)``; a sum outside ``(1e-150, 1e150)`` is moved into ``ref``.
     """
     out = [a * (1.0 + b * x) for a, b in zip(u, bets, strict=True)]
-    tot = sum(out)
+    tot = _sum_in_order(out)
     if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
         out = [v / tot for v in out]
         ref += math.log(tot)
-        tot = sum(out)
+        tot = _sum_in_order(out)
     return out, ref, ref + math.log(tot)
+
+
+def _sum_in_order(values: list[float]) -> float:
+    # left to right from 0.0: Python 3.11's sum() of floats, and the compiled kernel's (3.12's
+    # sum() compensates, which would make the two paths differ)
+    tot = 0.0
+    for v in values:
+        tot += v
+    return tot
 
 
 def _reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: float,

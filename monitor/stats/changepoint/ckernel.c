@@ -80,8 +80,9 @@ static PyObject *advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     /* check every input first: nothing changes unless the whole round is valid */
     for (Py_ssize_t j = 0; j < j_n; j++) {
         if (!PyFloat_CheckExact(PyList_GET_ITEM(sr, j)) || !PyFloat_CheckExact(PyList_GET_ITEM(cu, j))
-            || !PyFloat_CheckExact(PyList_GET_ITEM(seg, j))) {
-            PyErr_SetString(PyExc_TypeError, "state lists must hold floats");
+            || !PyFloat_CheckExact(PyList_GET_ITEM(seg, j))
+            || !PyLong_CheckExact(PyList_GET_ITEM(start, j))) {
+            PyErr_SetString(PyExc_TypeError, "state lists must hold floats (start: ints)");
             return NULL;
         }
     }
@@ -103,6 +104,11 @@ static PyObject *advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         if (!PyFloat_CheckExact(xo) || !PyFloat_CheckExact(lo)) Py_RETURN_NONE;
         double xv = PyFloat_AS_DOUBLE(xo), lv = PyFloat_AS_DOUBLE(lo);
         if (!(-INFINITY < lv && lv < alpha && lv <= xv && xv < INFINITY)) Py_RETURN_NONE;
+        /* every factor 1 + lam (x - alpha) must be > 0 in floating point too (a bound lo within
+         * rounding of alpha can overflow lam): else log1p has no value */
+        double den = alpha - lv, dx = xv - alpha;
+        for (Py_ssize_t k = 0; k < k_n; k++)
+            if (!(PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(frs, k)) / den * dx > -1.0)) Py_RETURN_NONE;
     }
     double best = -INFINITY;
     Py_ssize_t j = 0;

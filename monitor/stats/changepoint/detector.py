@@ -281,6 +281,11 @@ def _advance_py(
         if not (type(xv) is float and type(lv) is float and -inf < lv < alpha
                 and lv <= xv < inf):
             return None
+        # every factor 1 + lam (x - alpha) > 0 in floating point too (lo within rounding of
+        # alpha can overflow lam): else log1p has no value
+        den, dx = alpha - lv, xv - alpha
+        if not all(f / den * dx > -1.0 for f in frs):
+            return None
     log1p, exp = math.log1p, math.exp
     j = 0
     for v, (xv, lv) in enumerate(zip(xl, ll, strict=True)):
@@ -528,7 +533,8 @@ class RiskIncreaseDetector:
         Raises
         ------
         ValueError
-            If a value is not finite, ``lo >= alpha`` or ``x < lo``.
+            If a value is not finite, ``lo >= alpha``, ``x < lo``, or ``lo`` is so close to
+            ``alpha`` that a bet factor rounds to 0 or below; nothing is changed then.
         """
         t = self._rounds + 1
         sr, cu, start, seg, tot = self._log_sr, self._log_cu, self._start, self._seg, self._total
@@ -537,8 +543,9 @@ class RiskIncreaseDetector:
         if top is None:  # not plain valid floats: converted here, or the precise error raised
             xs, los = _round_views(x, lo, self._views, self._alpha)
             top = _advance(sr, cu, start, seg, tot, xs, los, self._frs, self._alpha, t, use_sr)
-            if top is None:  # pragma: no cover - _round_views returns checked floats
-                raise RuntimeError("round views not accepted after conversion")
+            if top is None:  # checked views; only a factor that rounds to <= 0 is left
+                raise ValueError(f"lo={list(los)} is too close to alpha={self._alpha}: a bet "
+                                 "factor 1 + lam (x - alpha) rounds to <= 0")
         self._rounds = t
         # the mixture (a mean) is at most its largest component: the exact value is only
         # needed near the threshold (the margin is far above the rounding of the mean)

@@ -94,6 +94,18 @@ def test_processes_match_python_over_streams(ck: ModuleType,
     assert json.dumps(run()) == json.dumps(compiled)
 
 
+def test_float_subclasses_and_small_ints_like_python(ck: ModuleType) -> None:
+    a = ck.reliance([0.0] * 5, np.float64(1.0), 3, 5, 0.1, 0.5, True, [0.0, 1.0])
+    s = [0.0] * 5
+    b = _reliance_py(s, 1.0, 3.0, 5, 0.1, 0.5, True, [0.0, 1.0])
+    assert a == b
+    with pytest.raises(TypeError, match="2\\*\\*26"):  # computed differently: refused
+        ck.reliance([0.0] * 5, 2**53 + 1, 0.0, 1, 0.1, 0.5, True, [0.0])
+    ep = PlugInEProcess(0.2, 0.1, "certify", [0.0, 1.0], BetConfig())
+    ep.advance(np.float64(0.0), np.float64(0.01))  # numpy floats are floats
+    assert ep.rounds == 1
+
+
 def test_bad_input_raises(ck: ModuleType) -> None:
     with pytest.raises(TypeError):
         ck.step([1.0], ["x"], 0.5, 0.0)

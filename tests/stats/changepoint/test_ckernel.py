@@ -113,6 +113,25 @@ def test_bad_input_raises_and_leaves_state(ck: ModuleType) -> None:
     assert (sr, cu, start, seg, tot) == ([0.5], [0.25], [1], [0.0], [0.0])
 
 
+def test_factor_that_rounds_to_zero_is_refused_by_both(ck: ModuleType) -> None:
+    # lo within rounding of alpha: f / den overflows, or f / den * dx rounds to -1
+    cases = [(0.0, -1e-320, -1e-320, None),
+             (-0.009129825816118098, -1.3576035706912675, -1.3576035706912675,
+              [math.nextafter(1.0, 0.0)])]
+    for alpha, lo, x, fractions in cases:
+        frs = tuple(fractions) if fractions else det_mod._DEFAULT_FRS
+        for fn in (ck.advance, _advance_py):
+            state = [[0.5] * len(frs), [0.25] * len(frs), [1] * len(frs), [0.0] * len(frs),
+                     [0.0]]
+            assert fn(*state, x, lo, frs, alpha, 2, True) is None
+            assert state[0] == [0.5] * len(frs) and state[4] == [0.0]
+        d = RiskIncreaseDetector(alpha, fractions=fractions)
+        before = json.dumps(d.to_state())
+        with pytest.raises(ValueError, match="too close to alpha"):
+            d.update(x, lo)
+        assert json.dumps(d.to_state()) == before
+
+
 def test_detector_errors_unchanged() -> None:
     d = RiskIncreaseDetector(0.1, views=2)
     for x, lo, msg in (([0.5, math.nan], [0.0, 0.0], "finite"),
