@@ -11,7 +11,6 @@ the default) and :class:`monitor.stats.betting.risk.RiskMonitor`.
 
 from __future__ import annotations
 
-import copy
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -240,7 +239,8 @@ class BernsteinSequences:
         """
         if self.rounds:
             raise ValueError("spawn from sequences that have seen no round")
-        new = copy.copy(self)
+        new = BernsteinSequences.__new__(BernsteinSequences)  # copy.copy, minus its protocol
+        new.__dict__.update(self.__dict__)
         new.members = [BernsteinMember(new, m._index, m.rows) for m in self.members]
         new.total, new.dev = list(self.total), list(self.dev)
         new.sums = np.zeros_like(self.sums)
