@@ -27,7 +27,7 @@ A size whose address space would exceed ``--budget-gb`` stops with a MemoryError
 the per-model memory of the largest completed run says what the full size would need. The
 machine is shared: the budget keeps this benchmark from taking it over.
 
-Usage: python benchmarks/fleet_scale.py [--labels N] [--sizes 1,100,1000,10000,50000]
+Usage: python benchmarks/fleet_scale.py [--labels N] [--sizes 1,100,1000,10000,50000] [--repeat 3]
        [--budget-gb 4]
 """
 
@@ -193,6 +193,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,100,1000,10000,50000")
     ap.add_argument("--budget-gb", type=float, default=4.0,
                     help="address-space limit of each child process")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per size, the fastest kept (the machine is shared: load varies)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -215,13 +217,18 @@ def main() -> None:
     rows = []
     for n in sizes:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--labels",
-                               str(args.labels), "--budget-gb", str(args.budget_gb)],
-                              capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            print(f"{n:>7} | failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--labels",
+                                   str(args.labels), "--budget-gb", str(args.budget_gb)],
+                                  capture_output=True, text=True, env=env, check=False)
+            if proc.returncode != 0:
+                print(f"{n:>7} | failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+                break
+            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if not runs:
             continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = max(runs, key=lambda r: float(r.get("events_per_s", 0.0)))
         rows.append(row)
         if base is None and row["status"] == "ok":
             base = row
