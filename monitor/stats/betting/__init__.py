@@ -6,8 +6,7 @@ mixture over reliance factors rho (:mod:`.autoeval`), one certificate of one mod
 (:mod:`.risk`) and all methods of a certificate in one computation (:mod:`.risk_group`), and the
 two-sided confidence sequences on a grid of candidate means (:mod:`.confseq`,
 :mod:`.confseq_group`, :mod:`.grid_wealth`, :mod:`.grid_batch`). ``ckernel.c`` is the optional
-compiled twin of a ``plugin_up`` e-process's round (the same bits as ``plugin._step_py`` and
-``plugin._reliance_py``).
+compiled twin of a ``plugin_up`` e-process's round, :mod:`.plugin_round` its Python reference.
 
 May import: numpy, the standard library and modules of this package; nothing else of certmon.
 """

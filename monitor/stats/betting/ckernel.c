@@ -1,8 +1,8 @@
 /*
  * monitor.stats.betting.ckernel: the per-round arithmetic of PlugInEProcess, compiled.
  *
- * The same operations as the pure-Python reference in monitor/stats/betting/plugin.py
- * (_step_py and _reliance_py), in the same order, through the C library's log (which
+ * The same operations as the pure-Python reference in monitor/stats/betting/plugin_round.py
+ * (step_py and reliance_py), in the same order, through the C library's log (which
  * Python's math.log calls), so every value is bit-identical to the
  * Python path (tests/stats/betting/test_ckernel.py compares them). Built without
  * floating-point contraction or fast-math (setup.py). Optional: when it is not built, the
@@ -47,7 +47,7 @@ static int py_log(double x, double *out) {
  * step(u, bets, x, ref) -> (list, float, float)
  *
  * One round of the cells: new wealths v_k = u_k * (1 + bets_k * x) and their sum, added left
- * to right from 0.0 (as plugin.py's _sum_in_order); a sum outside (1e-150, 1e150) is moved into
+ * to right from 0.0 (as plugin_round.py's sum_in_order); a sum outside (1e-150, 1e150) is moved into
  * ref (cells divided by it, ref + log(sum), cells summed again). Returns the cells, ref and
  * the mixture's log wealth ref + log(sum).
  */
@@ -129,7 +129,7 @@ static PyObject *step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * reliance(sums, human, shift, t, alpha, c, certify, rhos) -> float
  *
  * Adds the round to the running sums (sums: a list of 5 floats, updated in place: l, d, l^2,
- * l d, d^2) and returns the plug-in reliance (plugin.py's plugin_rho) of the next round from
+ * l d, d^2) and returns the plug-in reliance (plugin_round.py's plugin_rho) of the next round from
  * the t rounds they now hold: 0.0 for t < MIN_ROUNDS (2). rhos: a list of floats.
  */
 static PyObject *reliance(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

@@ -1,4 +1,4 @@
-"""Compiled round of the plug-in e-processes (``ckernel.c``); see ``plugin._step_py``."""
+"""Compiled round of the plug-in e-processes (``ckernel.c``); see ``plugin_round.step_py``."""
 
 def step(u: list[float], bets: list[float], x: float,
          ref: float) -> tuple[list[float], float, float]: ...

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
 
 __all__ = ["PlugInEProcess", "bet_grid", "plugin_rho"]
 
@@ -44,122 +45,6 @@ _STATE_KIND = "certmon.PlugInEProcess"
 CELLS = 8
 EXT_RATIO = math.sqrt(2.0)
 EXT_WEIGHT = 0.25
-MIN_ROUNDS = 2
-
-
-def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side,
-               rhos: Sequence[float]) -> float:
-    """Plug-in reliance for round ``t + 1`` from the running sums of ``t`` past rounds.
-
-    Parameters
-    ----------
-    t : int
-        Number of past rounds; before 2 the result is 0 (R-Eval).
-    sums : sequence of 5 floats
-        ``sum l, sum d, sum l^2, sum l d, sum d^2`` over past rounds (``d = b - f``).
-    alpha, c : float
-        Risk level and cap fraction.
-    side : {"certify", "violate"}
-        The test's side (sets the sign of the edge and the cap ``c / (off + rho)``).
-    rhos : sequence of float
-        Candidate reliances in [0, 1].
-
-    Returns
-    -------
-    float
-        The candidate with the largest plug-in capped growth, or ``rho0`` (the
-        variance-minimising reliance clipped to [0, 1]) when no candidate shows an edge.
-
-    Examples
-    --------
-    >>> grid = [i / 10 for i in range(11)]
-    >>> plugin_rho(1, [0.0] * 5, 0.12, 0.95, "certify", grid)
-    0.0
-    >>> # judge = human, blocks say 0.1: rho0 = 1; certify has an edge (0.02) and trades a
-    >>> # little variance for a larger cap (0.8); violate has none and falls back to rho0
-    >>> s = [10.0, 0.0, 10.0, -9.0, 9.0]
-    >>> [round(plugin_rho(100, s, 0.12, 0.95, side, grid), 6) for side in ("certify", "violate")]
-    [0.8, 1.0]
-
-    Notes
-    -----
-    A function of past rounds only, so the reliance is predictable: whatever it returns,
-    ``E[l_t + rho_t d_t | past] = E[l_t | past]`` because ``E[d_t | past] = 0``.
-    """
-    if t < MIN_ROUNDS:
-        return 0.0
-    sl, sd, sll, sld, sdd = sums
-    ml, md = sl / t, sd / t
-    vl = sll / t - ml * ml
-    cov = sld / t - ml * md
-    vd = sdd / t - md * md
-    rho0 = min(1.0, max(0.0, -cov / (vd + 1e-12)))
-    if side == "certify":
-        e, off = alpha - (ml + rho0 * md), 1.0 - alpha
-    else:
-        e, off = (ml + rho0 * md) - alpha, alpha
-    if e <= 0.0:
-        return rho0
-    best_g, best_r = 0.0, rho0
-    e2 = e * e
-    for r in rhos:
-        v = vl + 2.0 * r * cov + r * r * vd
-        m2 = (v if v > 0.0 else 0.0) + e2
-        lam = e / (m2 if m2 > 1e-12 else 1e-12)
-        cap = c / (off + r)
-        if lam > cap:
-            lam = cap
-        g = lam * e - 0.5 * lam * lam * m2
-        if g > best_g:
-            best_g, best_r = g, r
-    return best_r
-
-
-def _step_py(u: list[float], bets: list[float], x: float,
-             ref: float) -> tuple[list[float], float, float]:
-    """Return one round of the cells: ``(cells, ref, log wealth)`` (the compiled reference).
-
-    Cells ``u_k (1 + lam_k x)``; a sum outside ``(1e-150, 1e150)`` is moved into ``ref``.
-    """
-    out = [a * (1.0 + b * x) for a, b in zip(u, bets, strict=True)]
-    tot = _sum_in_order(out)
-    if not 1e-150 < tot < 1e150:  # factors are >= 1 - c: tot never jumps to 0 in a round
-        out = [v / tot for v in out]
-        ref += math.log(tot)
-        tot = _sum_in_order(out)
-    return out, ref, ref + math.log(tot)
-
-
-def _sum_in_order(values: list[float]) -> float:
-    # left to right from 0.0: Python 3.11's sum() of floats, and the compiled kernel's (3.12's
-    # sum() compensates, which would make the two paths differ)
-    tot = 0.0
-    for v in values:
-        tot += v
-    return tot
-
-
-def _reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: float,
-                 c: float, certify: bool, rhos: list[float]) -> float:
-    """Add the round to the running sums (in place); the plug-in reliance of the next round.
-
-    ``t`` counts the rounds the sums hold with this one (the compiled reference).
-    """
-    sums[0] += human
-    sums[1] += shift
-    sums[2] += human * human
-    sums[3] += human * shift
-    sums[4] += shift * shift
-    if t < MIN_ROUNDS:
-        return 0.0
-    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos)
-
-
-try:  # the compiled round (setup.py builds it when a C compiler is present): same bits
-    from monitor.stats.betting.ckernel import reliance as _reliance
-    from monitor.stats.betting.ckernel import step as _step
-except ImportError:  # pragma: no cover - depends on the install
-    _reliance, _step = _reliance_py, _step_py
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
@@ -382,10 +267,10 @@ class PlugInEProcess:
         Returns the mixture's log wealth after the round (:attr:`log_wealth`).
         """
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = _step(self._u, self._bets, x, self._ref)
+        self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
         self._rounds += 1
         if self._plug:  # the running sums only feed the plug-in reliance
-            r = _reliance(self._sums, human, shift, self._rounds - self._since, self._alpha,
+            r = reliance(self._sums, human, shift, self._rounds - self._since, self._alpha,
                           self._c, self._sgn > 0.0, self._rhos)
             if r != self._rho:
                 self._set_rho(r)
@@ -467,7 +352,7 @@ class PlugInEProcess:
         if not 0 <= ep._since <= ep._rounds:
             raise ValueError("PlugInEProcess state: 'since' outside [0, rounds]")
         # as the live process: exactly 0 before the first round, then ref + log(sum u)
-        ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum(u))
+        ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum_in_order(u))
         if ep._plug:
             ep._set_rho(plugin_rho(ep._rounds - ep._since, sums, ep._alpha, ep._c, ep._side,
                                    ep._rhos))

@@ -13,7 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.stats.betting.bets import BetConfig, Side
-from monitor.stats.betting.plugin import MIN_ROUNDS, bet_grid
+from monitor.stats.betting.plugin import bet_grid
+from monitor.stats.betting.plugin_round import MIN_ROUNDS
 
 __all__ = ["PlugInBatch"]
 

@@ -7,7 +7,7 @@ an average run length or a false-alarm budget), :mod:`~.ppi` (its front end on l
 a labels-only view and a PPI++ view with a predictable plug-in reliance), :mod:`~.batch`
 (vectorized forms for tests and studies) and :mod:`~.drift` (a two-sided detector of a change in
 a bounded mean against a reference band frozen after a warm-up: judge drift). ``ckernel.c`` is
-the optional compiled twin of a detector's round (the same bits as ``detector._advance_py``).
+the optional compiled twin of a detector's round, :mod:`~.rounds` its Python reference.
 
 May import: numpy and the standard library only; never the monitor core, pydantic or any I/O.
 All state is a small JSON-serializable dict (``to_state`` / ``from_state``, validated on load).

@@ -2,7 +2,7 @@
  * monitor.stats.changepoint.ckernel: one round of the e-detector components, compiled.
  *
  * The same arithmetic as RiskIncreaseDetector's pure-Python round
- * (monitor/stats/changepoint/detector.py, _advance_py), in the same order, through the same C
+ * (monitor/stats/changepoint/rounds.py, advance_py), in the same order, through the same C
  * library functions that Python's math.log1p and math.exp call, so every state value is
  * bit-identical to the Python path (tests/stats/changepoint/test_ckernel.py compares them).
  * Built without floating-point contraction or fast-math (setup.py). Optional: when it is not

@@ -1,4 +1,4 @@
-"""Compiled round of the e-detector components (``ckernel.c``); see ``detector._advance_py``."""
+"""Compiled round of the e-detector components (``ckernel.c``); see ``rounds.advance_py``."""
 
 
 def advance(

@@ -29,6 +29,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from monitor.stats.changepoint.rounds import advance as _advance_round
+from monitor.stats.changepoint.rounds import as_views, round_views
+
 __all__ = [
     "TOLERANCE",
     "FloatArray",
@@ -146,18 +149,6 @@ def check_fractions(fr: Sequence[float] | FloatArray) -> FloatArray:
     return arr
 
 
-def as_views(x: float | Sequence[float] | FloatArray, views: int, name: str) -> FloatArray:
-    """Return one observation per view as an array (a scalar is repeated), checked finite."""
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim == 0:
-        arr = np.full(views, float(arr))
-    if arr.shape != (views,):
-        raise ValueError(f"{name} must be a float or have shape ({views},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {arr.tolist()}")
-    return arr
-
-
 # ---------------------------------------------------------------------------- kernel
 def log_mean_exp(logs: FloatArray, log_w: float) -> FloatArray:
     """``log(mean_j exp(logs[..., j]))`` along the last axis (``-inf`` rows stay ``-inf``)."""
@@ -190,52 +181,6 @@ def advance_components(
     return new_sr, new_cu, new_start, new_seg
 
 
-def _float_views(x: float | Sequence[float] | FloatArray, views: int, name: str) -> list[float]:
-    # as_views on plain floats (the per-round path)
-    if isinstance(x, (int, float)):
-        v = float(x)
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must be finite, got {v}")
-        return [v] * views
-    if isinstance(x, (list, tuple)) and len(x) == views and all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in x):
-        return [float(v) for v in x]
-    return [float(v) for v in as_views(x, views, name).tolist()]  # raises the precise error
-
-
-def _round_views(
-    x: float | Sequence[float] | FloatArray,
-    lo: float | Sequence[float] | FloatArray,
-    views: int,
-    alpha: float,
-) -> tuple[Sequence[float], Sequence[float]]:
-    """One round's observations and lower bounds as floats, checked (``lo < alpha``, ``x >= lo``).
-
-    Lists of plain finite floats (the per-round path) are returned as they are; anything else
-    goes through :func:`as_views`, whose errors are the precise ones.
-    """
-    if type(x) is float and type(lo) is float and views == 1:
-        xs: Sequence[float] = (x,)
-        los: Sequence[float] = (lo,)
-    elif type(x) is list and type(lo) is list and len(x) == views and len(lo) == views:
-        xs, los = x, lo
-    else:
-        xs, los = _float_views(x, views, "x"), _float_views(lo, views, "lo")
-    inf = math.inf
-    for xv, lv in zip(xs, los, strict=True):
-        # NaN fails every comparison; ints and bools take the slow path (converted)
-        if not (type(xv) is float and type(lv) is float and -inf < lv < alpha
-                and lv <= xv < inf):
-            xs, los = _float_views(x, views, "x"), _float_views(lo, views, "lo")
-            for xf, lf in zip(xs, los, strict=True):
-                if not lf < alpha:
-                    raise ValueError(f"lo must be < alpha={alpha}, got {list(los)}")
-                if xf < lf:
-                    raise ValueError(f"x={list(xs)} below its lower bound lo={list(los)}")
-            break
-    return xs, los
-
-
 def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
     # log_mean_exp of one row, on floats (same steps as the numpy version)
     m = max(logs)
@@ -243,75 +188,6 @@ def _log_mean_exp_list(logs: list[float], log_w: float) -> float:
         return m
     exp = math.exp
     return m + math.log(sum([exp(v - m) for v in logs])) + log_w
-
-
-_VIEW_TYPES = (list, tuple)  # exactly these (as the compiled kernel): subclasses are converted
-
-
-def _advance_py(
-    sr: list[float],
-    cu: list[float],
-    start: list[int],
-    seg: list[float],
-    total: list[float],
-    xs: object,
-    los: object,
-    frs: tuple[float, ...],
-    alpha: float,
-    t: int,
-    use_sr: bool,
-) -> float | None:
-    """One valid round of the components on plain floats, in place; the largest statistic.
-
-    :func:`advance_components` on floats, in the same order (the reference of the compiled
-    :mod:`monitor.stats.changepoint.ckernel`, which must give the same bits). ``xs`` and
-    ``los`` hold one value per view (a float for one view); unless each is a plain float with
-    ``-inf < lo < alpha`` and ``lo <= x < inf``, nothing changes and the result is None.
-    """
-    xl = (xs,) if type(xs) is float else xs
-    ll = (los,) if type(los) is float else los
-    if not (type(xl) in _VIEW_TYPES and type(ll) in _VIEW_TYPES):
-        return None
-    assert isinstance(xl, list | tuple) and isinstance(ll, list | tuple)  # for mypy
-    if len(xl) != len(total) or len(ll) != len(total):
-        return None
-    inf = math.inf
-    for xv, lv in zip(xl, ll, strict=True):
-        # NaN fails every comparison; ints, bools and numpy floats are converted by the caller
-        if not (type(xv) is float and type(lv) is float and -inf < lv < alpha
-                and lv <= xv < inf):
-            return None
-        # every factor 1 + lam (x - alpha) > 0 in floating point too (lo within rounding of
-        # alpha can overflow lam): else log1p has no value
-        den, dx = alpha - lv, xv - alpha
-        if not all(f / den * dx > -1.0 for f in frs):
-            return None
-    log1p, exp = math.log1p, math.exp
-    j = 0
-    for v, (xv, lv) in enumerate(zip(xl, ll, strict=True)):
-        den = alpha - lv
-        dx = xv - alpha
-        for f in frs:
-            log_l = log1p(f / den * dx)
-            a = sr[j]
-            sr[j] = log_l + (a + log1p(exp(-a)) if a > 0.0 else log1p(exp(a)))
-            c = cu[j]
-            if c <= 0.0:
-                cu[j] = log_l + 0.0
-                start[j] = t
-                seg[j] = xv
-            else:
-                cu[j] = log_l + c
-                seg[j] = seg[j] + xv
-            j += 1
-        total[v] = total[v] + xv
-    return max(sr if use_sr else cu)
-
-
-try:  # the compiled round (setup.py builds it when a C compiler is present): same bits, ~10x
-    from monitor.stats.changepoint.ckernel import advance as _advance
-except ImportError:  # pragma: no cover - depends on the install
-    _advance = _advance_py
 
 
 # ---------------------------------------------------------------------------- online class
@@ -539,10 +415,11 @@ class RiskIncreaseDetector:
         t = self._rounds + 1
         sr, cu, start, seg, tot = self._log_sr, self._log_cu, self._start, self._seg, self._total
         use_sr = self._kind == "sr"
-        top = _advance(sr, cu, start, seg, tot, x, lo, self._frs, self._alpha, t, use_sr)
+        top = _advance_round(sr, cu, start, seg, tot, x, lo, self._frs, self._alpha, t, use_sr)
         if top is None:  # not plain valid floats: converted here, or the precise error raised
-            xs, los = _round_views(x, lo, self._views, self._alpha)
-            top = _advance(sr, cu, start, seg, tot, xs, los, self._frs, self._alpha, t, use_sr)
+            xs, los = round_views(x, lo, self._views, self._alpha)
+            top = _advance_round(sr, cu, start, seg, tot, xs, los, self._frs, self._alpha, t,
+                                 use_sr)
             if top is None:  # checked views; only a factor that rounds to <= 0 is left
                 raise ValueError(f"lo={list(los)} is too close to alpha={self._alpha}: a bet "
                                  "factor 1 + lam (x - alpha) rounds to <= 0")

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting import plugin as plugin_mod
+from monitor.stats.betting import plugin_round
 from monitor.stats.betting.bets import BetConfig
-from monitor.stats.betting.plugin import PlugInEProcess, _reliance_py, _step_py
+from monitor.stats.betting.plugin import PlugInEProcess
+from monitor.stats.betting.plugin_round import reliance_py, step_py
 from tests.ckernels import load
 
 
@@ -39,7 +41,7 @@ def test_step_matches_python(ck: ModuleType) -> None:
         x = rng.choice([0.0, -0.0, -0.19, 0.19, rng.uniform(-0.19, 0.19)])
         ref = rng.choice([0.0, -700.0, rng.uniform(-50, 50)])
         outcomes = []
-        for fn in (ck.step, _step_py):
+        for fn in (ck.step, step_py):
             try:
                 outcomes.append(_hex(fn(u, bets, x, ref)))
             except (ZeroDivisionError, ValueError) as exc:  # a sum that underflowed to 0
@@ -64,7 +66,7 @@ def test_reliance_matches_python(ck: ModuleType) -> None:
         rhos = rng.choice(grids)
         sa, sb = list(sums), list(sums)
         a = ck.reliance(sa, h, d, t, alpha, c, certify, rhos)
-        b = _reliance_py(sb, h, d, t, alpha, c, certify, rhos)
+        b = reliance_py(sb, h, d, t, alpha, c, certify, rhos)
         assert _hex(a) == _hex(b) and _hex(sa) == _hex(sb), case
         hits.add(a in rhos)
     assert hits == {True, False}  # both exits (a candidate, the fallback rho0) were taken
@@ -88,16 +90,16 @@ def test_processes_match_python_over_streams(ck: ModuleType,
         return out
 
     compiled = run()
-    assert plugin_mod._step is ck.step and plugin_mod._reliance is ck.reliance
-    monkeypatch.setattr(plugin_mod, "_step", _step_py)
-    monkeypatch.setattr(plugin_mod, "_reliance", _reliance_py)
+    assert plugin_round.step is ck.step and plugin_round.reliance is ck.reliance
+    monkeypatch.setattr(plugin_mod, "step", step_py)  # the names PlugInEProcess calls
+    monkeypatch.setattr(plugin_mod, "reliance", reliance_py)
     assert json.dumps(run()) == json.dumps(compiled)
 
 
 def test_float_subclasses_and_small_ints_like_python(ck: ModuleType) -> None:
     a = ck.reliance([0.0] * 5, np.float64(1.0), 3, 5, 0.1, 0.5, True, [0.0, 1.0])
     s = [0.0] * 5
-    b = _reliance_py(s, 1.0, 3.0, 5, 0.1, 0.5, True, [0.0, 1.0])
+    b = reliance_py(s, 1.0, 3.0, 5, 0.1, 0.5, True, [0.0, 1.0])
     assert a == b
     with pytest.raises(TypeError, match="2\\*\\*26"):  # computed differently: refused
         ck.reliance([0.0] * 5, 2**53 + 1, 0.0, 1, 0.1, 0.5, True, [0.0])

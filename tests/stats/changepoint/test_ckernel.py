@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from monitor.stats.changepoint import detector as det_mod
-from monitor.stats.changepoint.detector import RiskIncreaseDetector, _advance_py
+from monitor.stats.changepoint.detector import RiskIncreaseDetector
 from monitor.stats.changepoint.drift import DriftDetector
+from monitor.stats.changepoint.rounds import advance_py
 from tests.ckernels import load
 
 
@@ -65,7 +66,7 @@ def test_random_rounds_match_python(ck: ModuleType) -> None:
         t = rng.choice([1, 7, 255, 257, 10**9])
         use_sr = rng.random() < 0.5
         top_c = ck.advance(*a, xs, los, frs, alpha, t, use_sr)
-        top_p = _advance_py(*b, xs, los, frs, alpha, t, use_sr)  # type: ignore[arg-type]
+        top_p = advance_py(*b, xs, los, frs, alpha, t, use_sr)  # type: ignore[arg-type]
         if top_p is None:
             nones += 1
             assert top_c is None, case
@@ -94,8 +95,8 @@ def test_detectors_match_python_over_streams(ck: ModuleType,
         return out
 
     compiled = run()
-    assert det_mod._advance is ck.advance  # the default path is the compiled one
-    monkeypatch.setattr(det_mod, "_advance", _advance_py)
+    assert det_mod._advance_round is ck.advance  # the default path is the compiled one
+    monkeypatch.setattr(det_mod, "_advance_round", advance_py)
     rng = np.random.default_rng(7)
     assert json.dumps(run()) == json.dumps(compiled)
     assert any(s["alarm_round"] is not None for s in compiled if "alarm_round" in s)
@@ -120,7 +121,7 @@ def test_factor_that_rounds_to_zero_is_refused_by_both(ck: ModuleType) -> None:
               [math.nextafter(1.0, 0.0)])]
     for alpha, lo, x, fractions in cases:
         frs = tuple(fractions) if fractions else det_mod._DEFAULT_FRS
-        for fn in (ck.advance, _advance_py):
+        for fn in (ck.advance, advance_py):
             state = [[0.5] * len(frs), [0.25] * len(frs), [1] * len(frs), [0.0] * len(frs),
                      [0.0]]
             assert fn(*state, x, lo, frs, alpha, 2, True) is None
