@@ -26,6 +26,13 @@ setup(
             optional=True,
         ),
         Extension(
+            "monitor.stats.betting.cedges",
+            ["monitor/stats/betting/cedges.c"],
+            extra_compile_args=_FLAGS,
+            libraries=["m"],
+            optional=True,
+        ),
+        Extension(
             "monitor.caudit",
             ["monitor/caudit.c"],
             extra_compile_args=_FLAGS,

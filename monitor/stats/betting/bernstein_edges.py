@@ -2,11 +2,13 @@
 
 Used by :class:`monitor.stats.betting.confseq_bernstein.BernsteinSequences` once a block's sums
 are known (:func:`~monitor.stats.betting.confseq_bernstein.block_sums`) and a member's edge
-point is rejected at some round: :class:`EdgeWalk` applies that member's remaining rounds.
+point is rejected at some round: :class:`EdgeWalk` applies that member's remaining rounds. Its
+tables come from the compiled ``cedges.c`` when it was built (the same decisions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -15,6 +17,12 @@ import numpy.typing as npt
 from monitor.stats.betting.bernstein import mixture_rejects
 
 __all__ = ["EdgeWalk", "Edges"]
+
+_compiled_mixtures: Callable[..., None] | None
+try:  # compiled tables (setup.py builds them when a C compiler is present): same decisions
+    from monitor.stats.betting.cedges import mixtures as _compiled_mixtures
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled_mixtures = None
 
 FloatArray = npt.NDArray[np.float64]
 WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
@@ -156,7 +164,21 @@ class EdgeWalk:
         return self.rejected(side, j, point)
 
     def _mixtures(self, side: int, j: int, point: int, width: int) -> FloatArray:
-        """Return the mixtures at rounds ``j ..`` and ``width`` points inward from ``point``."""
+        """Return the mixtures at rounds ``j ..`` and ``width`` points inward from ``point``.
+
+        The compiled ``cedges.mixtures`` when it was built: the same decisions (a table is a
+        filter, read with a margin; see ``cedges.c``), about ten times faster.
+        """
+        sums, rows = self.sums[side], self.m.rows
+        if _compiled_mixtures is not None and sums.flags.c_contiguous and rows.step is None:
+            out = np.empty((len(sums) - j, width))
+            _compiled_mixtures(sums, j, rows.start, rows.stop, side == 0, point, width,
+                               self.grid_size, self.clear_accept, self.clear_reject, out)
+            return out
+        return self._mixtures_numpy(side, j, point, width)
+
+    def _mixtures_numpy(self, side: int, j: int, point: int, width: int) -> FloatArray:
+        """:meth:`_mixtures` with numpy: every value the exact mixture (the reference)."""
         steps = np.arange(width)
         pts = (point - steps if side == 0 else point + steps) / self.grid_size
         s = self.sums[side][j:, :, self.m.rows, None]  # (rounds, 5, rows, 1)

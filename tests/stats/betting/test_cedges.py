@@ -1,0 +1,117 @@
+"""The compiled EdgeWalk tables make the same decisions as the numpy ones.
+
+A table is a filter: a value at or above ``clear_reject`` means rejected, below
+``clear_accept`` accepted, anything between is decided exactly in Python floats. The compiled
+table may hold a bound of the mixture instead of the mixture where the bound already decides;
+it must never put an entry in a category its exact mixture is not in.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from monitor.stats.betting import bernstein_edges
+from monitor.stats.betting.bernstein_edges import EdgeWalk
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+from monitor.stats.betting.risk_group import CertificateGroup
+from tests.ckernels import load
+
+
+@pytest.fixture(scope="module")
+def ce() -> ModuleType:
+    return load("monitor.stats.betting.cedges")
+
+
+class _Member:
+    def __init__(self, lo: int, hi: int, rows: slice) -> None:
+        self.lo_edge, self.hi_edge, self.is_valid, self._rows = lo, hi, True, rows
+
+    @property
+    def rows(self) -> slice:
+        return self._rows
+
+
+def _category(v: np.ndarray, walk: EdgeWalk) -> np.ndarray:
+    return np.where(v >= walk.clear_reject, 1, np.where(v < walk.clear_accept, -1, 0))
+
+
+def test_tables_put_every_entry_in_its_exact_category(ce: ModuleType) -> None:
+    rng = np.random.default_rng(8)
+    near = 0
+    for case in range(400):
+        k, n_rows = int(rng.integers(1, 33)), int(rng.integers(1, 13))
+        # sums around the threshold's scale: A grows with the rounds, quadratic terms <= 0
+        a = np.cumsum(rng.uniform(0, 1.5, (k, n_rows)), axis=0)
+        b = a * rng.uniform(0, 1, (k, n_rows))
+        c = -np.cumsum(rng.uniform(0, 2, (k, n_rows)), axis=0)
+        d = c * rng.uniform(0, 1, (k, n_rows))
+        e = c * rng.uniform(0, 1, (k, n_rows))
+        sums = np.ascontiguousarray(np.stack([a, b, c, d, e], axis=1))
+        r0 = int(rng.integers(0, n_rows))
+        rows = slice(r0, int(rng.integers(r0 + 1, n_rows + 1)))
+        grid = int(rng.choice([10, 100, 1000]))
+        side, j = int(rng.integers(0, 2)), int(rng.integers(0, k))
+        width = int(rng.integers(1, grid + 1))
+        point = grid - 1 if side == 0 else 1
+        member = _Member(0, grid, rows)
+        exact = EdgeWalk(member, sums, sums, grid, 1.0)._mixtures_numpy(side, j, point, width)
+        # a threshold at (or within the margin of) one of the table's values: the hard cases
+        pick = float(exact.flat[int(rng.integers(0, exact.size))])
+        threshold = pick + float(rng.choice([0.0, 1e-12, -1e-12, 1e-10, 0.3])) * (1 + abs(pick))
+        walk = EdgeWalk(member, sums, sums, grid, threshold)
+        out = np.empty_like(exact)
+        ce.mixtures(sums, j, rows.start, rows.stop, side == 0, point, width, grid,
+                    walk.clear_accept, walk.clear_reject, out)
+        assert np.array_equal(_category(out, walk), _category(exact, walk)), case
+        band = _category(exact, walk) == 0
+        near += int(band.sum())
+        # where the exact value matters, the compiled one is that value up to rounding
+        assert np.allclose(out[band], exact[band], rtol=1e-13, atol=1e-13), case
+        if rows.stop - rows.start == 1:  # one row: the row's bound, the same bits
+            assert np.array_equal(out, exact), case
+    assert near > 50  # the ambiguous band was exercised
+
+
+def test_sequences_move_the_same_with_either_table(ce: ModuleType,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def run() -> list[str]:
+        rng = np.random.default_rng(21)
+        out = []
+        for s in range(30):
+            if s % 2:
+                g = CertificateGroup(0.1, 0.05, ["r_eval", "r_autoeval", "r_autoeval_plus"],
+                                     BetConfig())
+                upd, seq = g.update, g
+            else:
+                bs = BernsteinSequences(0.05, [0.0, 0.5, 1.0], BetConfig(rule="wsr"),
+                                        int(rng.choice([100, 1000])), [[0], [0, 1, 2]])
+                upd, seq = bs.update, bs
+            p = float(rng.choice([0.02, 0.1, 0.4]))
+            for i in range(int(rng.integers(50, 400))):
+                h = float(rng.random() < p)
+                upd(h, h if rng.random() < 0.9 else 1.0 - h, float(rng.random() * 0.3))
+                if i % 97 == 0:
+                    out.append(json.dumps(seq.to_state(), sort_keys=True))
+            out.append(json.dumps(seq.to_state(), sort_keys=True))
+        return out
+
+    compiled = run()
+    assert bernstein_edges._compiled_mixtures is ce.mixtures
+    monkeypatch.setattr(bernstein_edges, "_compiled_mixtures", None)
+    assert run() == compiled
+
+
+def test_bad_input(ce: ModuleType) -> None:
+    sums = np.zeros((4, 5, 3))
+    with pytest.raises(ValueError, match="inconsistent"):
+        ce.mixtures(sums, 0, 0, 3, True, 9, 4, 10, 1.0, 1.1, np.empty((3, 4)))
+    with pytest.raises(TypeError):
+        ce.mixtures(sums.astype(np.float32), 0, 0, 3, True, 9, 4, 10, 1.0, 1.1,
+                    np.empty((4, 4)))
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        ce.mixtures(sums[:, :, ::2], 0, 0, 1, True, 9, 4, 10, 1.0, 1.1, np.empty((4, 4)))
