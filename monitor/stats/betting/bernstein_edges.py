@@ -169,11 +169,14 @@ class EdgeWalk:
         The compiled ``cedges.mixtures`` when it was built: the same decisions (a table is a
         filter, read with a margin; see ``cedges.c``), about ten times faster.
         """
-        sums, rows = self.sums[side], self.m.rows
-        if _compiled_mixtures is not None and sums.flags.c_contiguous and rows.step is None:
+        sums = self.sums[side]
+        r0, r1, step = self.m.rows.indices(sums.shape[2])
+        if (_compiled_mixtures is not None and step == 1 and r1 > r0
+                and sums.dtype == np.float64 and sums.dtype.isnative
+                and sums.flags.c_contiguous and abs(point) + width <= 2**53):
             out = np.empty((len(sums) - j, width))
-            _compiled_mixtures(sums, j, rows.start, rows.stop, side == 0, point, width,
-                               self.grid_size, self.clear_accept, self.clear_reject, out)
+            _compiled_mixtures(sums, j, r0, r1, side == 0, int(point), width,
+                               int(self.grid_size), self.clear_accept, self.clear_reject, out)
             return out
         return self._mixtures_numpy(side, j, point, width)
 

@@ -42,13 +42,26 @@ static PyObject *mixtures(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "mixtures takes 11 arguments");
         return NULL;
     }
-    Py_ssize_t j = PyLong_AsSsize_t(args[1]), r0 = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t r1 = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t ints[6];  /* j, r0, r1, point, width, grid */
+    const int at[6] = {1, 2, 3, 5, 6, 7};
+    for (int i = 0; i < 6; i++) {
+        ints[i] = PyNumber_AsSsize_t(args[at[i]], PyExc_OverflowError);
+        if (ints[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t j = ints[0], r0 = ints[1], r1 = ints[2], point = ints[3], width = ints[4];
+    Py_ssize_t grid = ints[5];
     int upper = PyObject_IsTrue(args[4]);
-    Py_ssize_t point = PyLong_AsSsize_t(args[5]), width = PyLong_AsSsize_t(args[6]);
-    Py_ssize_t grid = PyLong_AsSsize_t(args[7]);
-    double clear_accept = PyFloat_AsDouble(args[8]), clear_reject = PyFloat_AsDouble(args[9]);
-    if (PyErr_Occurred() || upper < 0) return NULL;
+    if (upper < 0) return NULL;
+    double clear_accept = PyFloat_AsDouble(args[8]);
+    if (clear_accept == -1.0 && PyErr_Occurred()) return NULL;
+    double clear_reject = PyFloat_AsDouble(args[9]);
+    if (clear_reject == -1.0 && PyErr_Occurred()) return NULL;
+    /* grid points exact in doubles, and point +- p without overflow */
+    const Py_ssize_t exact = (Py_ssize_t)1 << 53;
+    if (point > exact || point < -exact || width > exact) {
+        PyErr_SetString(PyExc_ValueError, "mixtures: point or width beyond 2**53");
+        return NULL;
+    }
     Py_buffer sv, ov;
     if (get_buffer(args[0], &sv, 0, 3, "sums") < 0) return NULL;
     if (get_buffer(args[10], &ov, 1, 2, "out") < 0) {
@@ -82,15 +95,19 @@ static PyObject *mixtures(PyObject *self, PyObject *const *args, Py_ssize_t narg
         for (Py_ssize_t p = 0; p < width; p++) {
             double m = (double)(upper ? point - p : point + p) / (double)grid;
             double top = -INFINITY;
+            int finite = 1;
             for (Py_ssize_t i = 0; i < rows; i++) {
                 Py_ssize_t x = r0 + i;
                 double lin = upper ? m * a[x] - b[x] : b[x] - m * a[x];
                 double quad = (m * c[x] - 2.0 * d[x]) * m + e[x];
                 q[i] = lin + quad;
+                finite &= isfinite(q[i]) != 0;
                 if (q[i] > top || i == 0) top = q[i];
             }
             double v;
-            if (rows == 1 || top < clear_accept) {
+            if (!finite) {
+                v = NAN;  /* no shortcut: EdgeWalk decides the point exactly, as numpy's NaN */
+            } else if (rows == 1 || top < clear_accept) {
                 v = top;  /* one row: its bound; else the mixture <= top: clearly accepted */
             } else if (top - log_rows >= clear_reject) {
                 v = top - log_rows;  /* the mixture >= top - log S: clearly rejected */
