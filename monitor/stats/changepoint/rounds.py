@@ -107,9 +107,9 @@ def advance_py(
     """
     xl = (xs,) if type(xs) is float else xs
     ll = (los,) if type(los) is float else los
-    if not (type(xl) in VIEW_TYPES and type(ll) in VIEW_TYPES):
+    if not (isinstance(xl, list | tuple) and isinstance(ll, list | tuple)
+            and type(xl) in VIEW_TYPES and type(ll) in VIEW_TYPES):
         return None
-    assert isinstance(xl, list | tuple) and isinstance(ll, list | tuple)  # for mypy
     if len(xl) != len(total) or len(ll) != len(total):
         return None
     inf = math.inf
