@@ -164,7 +164,7 @@ def test_dedupe_window_bound() -> None:
     eng = Engine(make_config(dedupe_max_ids=2))
     for i in range(3):
         eng.process(ev("judge", f"j{i}", f"x{i}", audit=False))
-    assert len(eng.suites["qa"].ids) == 2 and len(eng.suites["qa"].units) == 2
+    assert len(eng.suites["qa"].join.ids) == 2 and len(eng.suites["qa"].join.units) == 2
     # j0 fell out of the window: a duplicate of an unaudited judge is no longer recognized
     assert eng.process(ev("judge", "j0", "x0", audit=False)).duplicate is None
     # but a rounded unit is still recognized through the rounded-unit memory
@@ -181,7 +181,7 @@ def test_dedupe_window_time_bound() -> None:
     eng.process(ev("judge", "j1", "x1", ts=10, audit=False))
     assert eng.process(ev("judge", "j0", "x0", ts=10, audit=False)).duplicate == "event_id"
     eng.process(ev("judge", "j2", "x2", ts=10.5, audit=False))
-    assert "j0" not in eng.suites["qa"].ids
+    assert "j0" not in eng.suites["qa"].join.ids
 
 
 # ---------------------------------------------------------------------- expiry

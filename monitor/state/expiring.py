@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["ExpiringMap", "FifoExpiringMap"]
@@ -42,8 +42,9 @@ class ExpiringMap:
 
     Notes
     -----
-    Payloads are JSON values (or None), so :meth:`to_columns` / :meth:`from_columns`
-    round-trip exactly. Re-inserting an existing key keeps its original position and tick.
+    Payloads are JSON values or None (or objects with an ``encode`` / ``decode`` pair given to
+    :meth:`to_columns` / :meth:`from_columns`), so the two round-trip exactly. Re-inserting an
+    existing key keeps its original position and tick.
     """
 
     __slots__ = ("_d", "max_entries", "ttl_seconds")
@@ -114,11 +115,12 @@ class ExpiringMap:
             evicted.append((k, payload))
         return evicted
 
-    def to_columns(self) -> dict[str, Any]:
+    def to_columns(self, encode: Callable[[Any], Any] | None = None) -> dict[str, Any]:
         """Compact JSON form, oldest first.
 
         ``{"keys": [...], "ticks": [[tick, run_length], ...], "payloads": [...]}``; the
-        payloads list is omitted when every payload is None.
+        payloads list is omitted when every payload is None. ``encode`` maps a payload to its
+        JSON value (default: the payload is one).
 
         Examples
         --------
@@ -136,7 +138,7 @@ class ExpiringMap:
         last: list[Any] | None = None
         for k, (t, p) in self._d.items():
             keys.append(k)
-            payloads.append(p)
+            payloads.append(p if encode is None or p is None else encode(p))
             if last is not None and last[0] == t:
                 last[1] += 1
             else:
@@ -149,11 +151,17 @@ class ExpiringMap:
 
     @classmethod
     def from_columns(
-        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any]
+        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any],
+        decode: Callable[[Any], Any] | None = None,
     ) -> ExpiringMap:
-        """Rebuild from :meth:`to_columns` output (raises ValueError if inconsistent)."""
+        """Rebuild from :meth:`to_columns` output (raises ValueError if inconsistent).
+
+        ``decode`` is the inverse of the ``encode`` given to :meth:`to_columns`.
+        """
         keys = cols["keys"]
         payloads = cols.get("payloads") or [None] * len(keys)
+        if decode is not None:
+            payloads = [None if p is None else decode(p) for p in payloads]
         ticks: list[float] = []
         for t, n in cols["ticks"]:
             ticks.extend([float(t)] * int(n))
@@ -233,10 +241,11 @@ class FifoExpiringMap(ExpiringMap):
 
     @classmethod
     def from_columns(
-        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any]
+        cls, max_entries: int, ttl_seconds: float, cols: dict[str, Any],
+        decode: Callable[[Any], Any] | None = None,
     ) -> FifoExpiringMap:
         """Rebuild from :meth:`to_columns` output (raises ValueError if inconsistent)."""
         m = cls(max_entries, ttl_seconds)
-        m._d = dict(ExpiringMap.from_columns(max_entries, ttl_seconds, cols).data)  # type: ignore[assignment]
+        m._d = dict(ExpiringMap.from_columns(max_entries, ttl_seconds, cols, decode).data)  # type: ignore[assignment]
         m.order = deque(m._d)
         return m

@@ -1,0 +1,241 @@
+"""The judge/label join of one suite: dedupe window, pending units, orphan labels, expiry.
+
+A unit (one example answered by one model) is *judged* by a judge event and *labelled* by a label
+event; the two can arrive in either order. :class:`JoinWindow` keeps, in bounded memory:
+
+- ``ids``: recent event ids (``dedupe_max_ids`` / ``dedupe_ttl_seconds``) with the unit each one
+  named, and the set ``units`` of those units ("j"/"l" + unit key), so a replayed event or a second
+  judge/label of one unit is recognised;
+- ``pending``: audited units waiting for their label (``max_pending`` / ``pending_ttl_seconds``),
+  each a :class:`PendingUnit`;
+- ``orphans``: labels waiting for their judge event (``max_orphans`` / ``orphan_ttl_seconds``);
+- ``rounded``: units already used in a round (``max_round_units``, FIFO).
+
+Time is *event time*: each entry is stamped with the window's watermark (largest ``ts`` of an
+accepted event) and expires once the watermark moves more than the TTL past it. Everything
+depends only on the order of the suite's own events, so replays reproduce the same state.
+
+Examples
+--------
+>>> from monitor.config import CertificateConfig, SuiteConfig
+>>> cert = CertificateConfig(name="r", alpha=0.1, delta=0.05)
+>>> w = JoinWindow(SuiteConfig(name="qa", certificates=[cert]))
+>>> w.admit("e1", "1:mx", "j1:mx", True, 5.0), w.watermark
+(None, 5.0)
+>>> w.admit("e1", "1:mx", "j1:mx", True, 6.0)          # the same event id again
+'event_id'
+>>> w.admit("e2", "1:mx", "j1:mx", True, 6.0)          # a second judge of the same unit
+'unit'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.config import SuiteConfig
+from monitor.state.expiring import ExpiringMap, FifoExpiringMap
+
+__all__ = ["NO_EXPIRY", "JoinWindow", "PendingUnit"]
+
+NO_EXPIRY: list[tuple[str, Any]] = []  # shared empty result of :meth:`JoinWindow.admit`
+
+
+@dataclass(slots=True)
+class PendingUnit:
+    """An audited unit waiting for its human label.
+
+    ``tag`` is the stratified audit's ``[stratum index, sample kind]`` (None without strata);
+    ``block_sum`` / ``block_count`` are the unit's contemporaneous block of unaudited judge
+    losses, closed when the unit was judged (``block_count`` is -1 for a unit of a snapshot
+    written before blocks travelled with their unit: it has no block).
+    """
+
+    model: str
+    judge: float
+    event_id: str
+    stratum: str | None
+    tag: list[Any] | None
+    block_sum: float
+    block_count: int
+
+    @property
+    def block(self) -> tuple[float, int] | None:
+        """The contemporaneous block ``(sum, count)``, or None for an old snapshot's unit."""
+        return None if self.block_count < 0 else (self.block_sum, self.block_count)
+
+    def to_list(self) -> list[Any]:
+        """JSON form ``[model, judge, event_id, stratum, tag, block_sum, block_count]``.
+
+        Examples
+        --------
+        >>> u = PendingUnit("m", 0.0, "e1", None, None, 1.5, 3)
+        >>> u.to_list(), PendingUnit.from_list(u.to_list()) == u
+        (['m', 0.0, 'e1', None, None, 1.5, 3], True)
+        >>> PendingUnit.from_list(["m", 0.0, "e1", None]).block is None   # an old snapshot
+        True
+        """
+        return [self.model, self.judge, self.event_id, self.stratum, self.tag, self.block_sum,
+                self.block_count]
+
+    @classmethod
+    def from_list(cls, v: Sequence[Any]) -> PendingUnit:
+        """Inverse of :meth:`to_list` (also reads the four-field form of older snapshots)."""
+        tag = v[4] if len(v) > 4 else None
+        if len(v) < 7:
+            return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, 0.0, -1)
+        return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]))
+
+
+class JoinWindow:
+    """Dedupe window, pending units, orphan labels and used units of one suite (module doc).
+
+    Parameters
+    ----------
+    config : SuiteConfig
+        Its bounds: ``dedupe_max_ids``, ``dedupe_ttl_seconds``, ``max_pending``,
+        ``pending_ttl_seconds``, ``max_orphans``, ``orphan_ttl_seconds``, ``max_round_units``.
+
+    Notes
+    -----
+    What the dedupe bound implies: a duplicate is caught if its original is still in the window,
+    or its unit is pending / orphaned / among the last ``max_round_units`` rounded units. A
+    duplicate beyond all of these is not recognised. A lone duplicate label of an old unit then
+    waits as an orphan and expires (its judge was consumed); a lone duplicate judge is either
+    pending and expires, or (unaudited) enters a synthetic block once more, which slightly
+    perturbs the control variate but never a human loss. Double counting a *round* requires both
+    the judge and the label to be duplicated beyond the bounds.
+    """
+
+    __slots__ = ("_due", "_ids_d", "_max_ids", "_min_ttl", "_order", "_orphans_d",
+                 "_pending_d", "_rounded_d", "expired", "ids", "orphans", "pending", "rounded",
+                 "tick", "units", "watermark")
+
+    def __init__(self, config: SuiteConfig) -> None:
+        c = config
+        self.watermark = -math.inf
+        self.tick = -math.inf  # the watermark stamped on the last admitted event
+        self.ids = FifoExpiringMap(c.dedupe_max_ids, c.dedupe_ttl_seconds)
+        self.units: set[str] = set()  # exactly the payloads of ``ids``
+        self.pending = ExpiringMap(c.max_pending, c.pending_ttl_seconds)
+        self.orphans = ExpiringMap(c.max_orphans, c.orphan_ttl_seconds)
+        self.rounded = ExpiringMap(c.max_round_units, math.inf)
+        self._due = math.inf  # lower bound on the watermark at which an entry expires
+        # pending units and orphan labels expired by the last admit(), oldest first, as
+        # ("pending", PendingUnit) / ("orphan", [model, loss]); the owner empties it
+        self.expired: list[tuple[str, Any]] = []
+        self._max_ids = c.dedupe_max_ids
+        self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
+        self._bind()
+
+    def _bind(self) -> None:
+        # direct references to the underlying maps for the per-event path
+        self._ids_d = self.ids.data
+        self._order = self.ids.order
+        self._pending_d = self.pending.data
+        self._orphans_d = self.orphans.data
+        self._rounded_d = self.rounded.data
+
+    # ------------------------------------------------------------------ per event
+    def admit(self, event_id: str, key: str, ukey: str, is_judge: bool, ts: float
+              ) -> str | None:
+        """Admit one event of unit ``key`` (``ukey``: "j"/"l" + key), or name its duplicate.
+
+        Returns ``"event_id"`` (a known event id) or ``"unit"`` (a second judge / label of the
+        unit) for a duplicate, which changes nothing; else None, after moving the watermark,
+        expiring what is due (into :attr:`expired`, which the caller empties) and recording
+        the event.
+        The watermark the event was stamped with is :attr:`tick`.
+        """
+        ids = self._ids_d
+        if event_id in ids:
+            return "event_id"
+        if ukey in self.units or key in self._rounded_d or key in (
+            self._pending_d if is_judge else self._orphans_d
+        ):
+            return "unit"
+        # only accepted events move event time (a duplicate never changes the state)
+        if ts > self.watermark:
+            self.watermark = ts
+            if ts > self._due:
+                self._expire()
+        tick = self.tick = self.watermark
+        if tick + self._min_ttl < self._due:
+            self._due = tick + self._min_ttl
+        ids[event_id] = (tick, ukey)  # FifoExpiringMap.put without the eviction list
+        order = self._order
+        order.append(event_id)
+        units = self.units
+        units.add(ukey)
+        while len(ids) > self._max_ids:
+            units.discard(ids.pop(order.popleft())[1])
+        return None
+
+    def _expire(self) -> None:
+        w = self.watermark
+        units = self.units
+        for _, old in self.ids.expire(w):
+            units.discard(old)
+        expired = self.expired
+        for _, p in self.pending.expire(w):
+            expired.append(("pending", p))
+        for _, p in self.orphans.expire(w):
+            expired.append(("orphan", p))
+        self._due = min(self.ids.due(), self.pending.due(), self.orphans.due())
+
+    # ------------------------------------------------------------------ the join
+    def judged(self, key: str) -> bool:
+        """Whether a judge event of unit ``key`` is in the dedupe window."""
+        return "j" + key in self.units
+
+    def take_orphan(self, key: str) -> list[Any] | None:
+        """Remove and return the orphan label ``[model, loss]`` of unit ``key`` (or None)."""
+        orphans = self._orphans_d
+        if not orphans:
+            return None
+        entry = orphans.pop(key, None)
+        return None if entry is None else entry[1]
+
+    def add_orphan(self, key: str, model: str, loss: float) -> list[tuple[str, Any]]:
+        """Keep a label waiting for its judge event; return the orphans evicted by the bound."""
+        return self.orphans.put(key, self.tick, [model, loss])
+
+    def add_pending(self, key: str, unit: PendingUnit) -> list[tuple[str, Any]]:
+        """Keep an audited unit waiting for its label; return the units evicted by the bound."""
+        return self.pending.put(key, self.tick, unit)
+
+    def take_pending(self, key: str) -> PendingUnit | None:
+        """Remove and return the pending unit ``key`` (None if it is not pending)."""
+        return self.pending.pop(key)
+
+    def mark_rounded(self, key: str) -> None:
+        """Record that unit ``key`` was used (a later judge or label of it is a duplicate)."""
+        self.rounded.put(key, self.tick)
+
+    # ------------------------------------------------------------------ snapshot
+    def to_dict(self) -> dict[str, Any]:
+        """JSON columns of the four maps (pending units as :meth:`PendingUnit.to_list`)."""
+        return {
+            "ids": self.ids.to_columns(),
+            "pending": self.pending.to_columns(PendingUnit.to_list),
+            "orphans": self.orphans.to_columns(),
+            "rounded": self.rounded.to_columns(),
+        }
+
+    @classmethod
+    def from_dict(cls, config: SuiteConfig, watermark: float, d: dict[str, Any]) -> JoinWindow:
+        """Inverse of :meth:`to_dict` (raises ValueError / KeyError / TypeError if malformed)."""
+        c = config
+        w = cls(config)
+        w.watermark = watermark
+        w.ids = FifoExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
+        w.units = {str(u) for _, (_, u) in w.ids.data.items()}
+        w.pending = ExpiringMap.from_columns(c.max_pending, c.pending_ttl_seconds, d["pending"],
+                                             PendingUnit.from_list)
+        w.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])
+        w.rounded = ExpiringMap.from_columns(c.max_round_units, math.inf, d["rounded"])
+        w._due = min(w.ids.due(), w.pending.due(), w.orphans.due())
+        w._bind()
+        return w
