@@ -191,10 +191,10 @@ def test_expiry_by_count() -> None:
         eng.process(ev("judge", f"j{i}", f"x{i}", audit=True))
     mv = model_view(eng)
     assert mv["counts"]["expired_pending"] == 1 and mv["pending_units"] == 2
-    # the expired unit's label is not used (its judge was seen: counted unsolicited)
+    # the expired unit's label is not used: the unit was taken as missing, its label is late
     eng.process(ev("label", "l0", "x0"))
     assert model_view(eng)["counts"]["rounds"] == 0
-    assert model_view(eng)["counts"]["unsolicited_labels"] == 1
+    assert model_view(eng)["counts"]["late_labels"] == 1
     eng.process(ev("label", "o1", "y1"))
     eng.process(ev("label", "o2", "y2"))
     mv = model_view(eng)
@@ -430,7 +430,7 @@ def test_state_view_contract_keys() -> None:
                        "judge_drift"}
     assert set(mv["counts"]) == {"judge", "labels", "rounds", "unsolicited_labels", "duplicates",
                                  "rejected", "label_requests", "expired_pending",
-                                 "expired_orphans"}
+                                 "expired_orphans", "late_labels"}
     cert = mv["certificates"]["risk"]
     assert set(cert) == {"alpha", "delta", "methods", "epoch"}
     meth = cert["methods"]["r_autoeval_plus"]
@@ -527,8 +527,8 @@ def _mixed_stream() -> list[bytes]:
         m = "good" if i % 2 else "bad"
         loss = 0.0 if m == "good" else float(i % 3 == 0)
         out.append(ev("judge", f"j{i}", f"x{i}", loss, ts=i, model=m))
-        if i % 3 == 0:
-            out.append(ev("label", f"l{i}", f"x{i}", loss, ts=i, model=m))
+        # every unit labelled (audited ones form rounds; a pending label would hold claims)
+        out.append(ev("label", f"l{i}", f"x{i}", loss, ts=i, model=m))
         if i % 37 == 0:
             out.append(ev("judge", f"j{i}", f"x{i}", loss, ts=i, model=m))  # duplicate id
             out.append(b'{"type": "judge", "suite": "qa", "model": "m", "loss": 2}')

@@ -9,7 +9,7 @@ event; the two can arrive in either order. :class:`JoinWindow` keeps, in bounded
 - ``pending``: audited units waiting for their label (``max_pending`` / ``pending_ttl_seconds``),
   each a :class:`PendingUnit`;
 - ``orphans``: labels waiting for their judge event (``max_orphans`` / ``orphan_ttl_seconds``);
-- ``rounded``: units already used in a round (``max_round_units``, FIFO).
+- ``rounded``: units already used in a round or taken as missing (``max_round_units``, FIFO).
 
 Time is *event time*: each entry is stamped with the window's watermark (largest ``ts`` of an
 accepted event) and expires once the watermark moves more than the TTL past it. Everything
@@ -50,7 +50,9 @@ class PendingUnit:
     ``tag`` is the stratified audit's ``[stratum index, sample kind]`` (None without strata);
     ``block_sum`` / ``block_count`` are the unit's contemporaneous block of unaudited judge
     losses, closed when the unit was judged (``block_count`` is -1 for a unit of a snapshot
-    written before blocks travelled with their unit: it has no block).
+    written before blocks travelled with their unit: it has no block); ``position`` is its
+    audit position (:mod:`monitor.state.audit_order`; -1: not a betting round, or a unit of a
+    snapshot written before rounds were ordered, applied when its label arrives).
     """
 
     model: str
@@ -60,6 +62,7 @@ class PendingUnit:
     tag: list[Any] | None
     block_sum: float
     block_count: int
+    position: int = -1
 
     @property
     def block(self) -> tuple[float, int] | None:
@@ -67,18 +70,18 @@ class PendingUnit:
         return None if self.block_count < 0 else (self.block_sum, self.block_count)
 
     def to_list(self) -> list[Any]:
-        """JSON form ``[model, judge, event_id, stratum, tag, block_sum, block_count]``.
+        """JSON form ``[model, judge, event_id, stratum, tag, block_sum, block_count, position]``.
 
         Examples
         --------
-        >>> u = PendingUnit("m", 0.0, "e1", None, None, 1.5, 3)
+        >>> u = PendingUnit("m", 0.0, "e1", None, None, 1.5, 3, 7)
         >>> u.to_list(), PendingUnit.from_list(u.to_list()) == u
-        (['m', 0.0, 'e1', None, None, 1.5, 3], True)
+        (['m', 0.0, 'e1', None, None, 1.5, 3, 7], True)
         >>> PendingUnit.from_list(["m", 0.0, "e1", None]).block is None   # an old snapshot
         True
         """
         return [self.model, self.judge, self.event_id, self.stratum, self.tag, self.block_sum,
-                self.block_count]
+                self.block_count, self.position]
 
     @classmethod
     def from_list(cls, v: Sequence[Any]) -> PendingUnit:
@@ -86,7 +89,8 @@ class PendingUnit:
         tag = v[4] if len(v) > 4 else None
         if len(v) < 7:
             return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, 0.0, -1)
-        return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]))
+        pos = int(v[7]) if len(v) > 7 else -1
+        return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]), pos)
 
 
 class JoinWindow:
@@ -124,8 +128,8 @@ class JoinWindow:
         self.rounded = ExpiringMap(c.max_round_units, math.inf)
         self._due = math.inf  # lower bound on the watermark at which an entry expires
         # pending units and orphan labels expired by the last admit(), oldest first, as
-        # ("pending", PendingUnit) / ("orphan", [model, loss]); the owner empties it
-        self.expired: list[tuple[str, Any]] = []
+        # ("pending", key, PendingUnit) / ("orphan", key, [model, loss]); the owner empties it
+        self.expired: list[tuple[str, str, Any]] = []
         self._max_ids = c.dedupe_max_ids
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
         self._bind()
@@ -144,7 +148,9 @@ class JoinWindow:
         """Admit one event of unit ``key`` (``ukey``: "j"/"l" + key), or name its duplicate.
 
         Returns ``"event_id"`` (a known event id) or ``"unit"`` (a second judge / label of the
-        unit) for a duplicate, which changes nothing; else None, after moving the watermark,
+        unit) for a duplicate, which changes nothing; ``"late"`` for the first label of a unit
+        already taken as missing (recorded like an accepted event, never used); else None,
+        after moving the watermark,
         expiring what is due (into :attr:`expired`, which the caller empties) and recording
         the event.
         The watermark the event was stamped with is :attr:`tick`.
@@ -152,9 +158,15 @@ class JoinWindow:
         ids = self._ids_d
         if event_id in ids:
             return "event_id"
-        if ukey in self.units or key in self._rounded_d or key in (
-            self._pending_d if is_judge else self._orphans_d
-        ):
+        late = False
+        if ukey in self.units:
+            return "unit"
+        used = self._rounded_d.get(key)
+        if used is not None:
+            if is_judge or used[1] is None:
+                return "unit"
+            late = True  # the first label of a unit taken as missing: recorded, not used
+        elif key in (self._pending_d if is_judge else self._orphans_d):
             return "unit"
         # only accepted events move event time (a duplicate never changes the state)
         if ts > self.watermark:
@@ -171,7 +183,7 @@ class JoinWindow:
         units.add(ukey)
         while len(ids) > self._max_ids:
             units.discard(ids.pop(order.popleft())[1])
-        return None
+        return "late" if late else None
 
     def _expire(self) -> None:
         w = self.watermark
@@ -179,10 +191,10 @@ class JoinWindow:
         for _, old in self.ids.expire(w):
             units.discard(old)
         expired = self.expired
-        for _, p in self.pending.expire(w):
-            expired.append(("pending", p))
-        for _, p in self.orphans.expire(w):
-            expired.append(("orphan", p))
+        for k, p in self.pending.expire(w):
+            expired.append(("pending", k, p))
+        for k, p in self.orphans.expire(w):
+            expired.append(("orphan", k, p))
         self._due = min(self.ids.due(), self.pending.due(), self.orphans.due())
 
     # ------------------------------------------------------------------ the join
@@ -213,6 +225,10 @@ class JoinWindow:
     def mark_rounded(self, key: str) -> None:
         """Record that unit ``key`` was used (a later judge or label of it is a duplicate)."""
         self.rounded.put(key, self.tick)
+
+    def mark_missing(self, key: str) -> None:
+        """Record that unit ``key``'s label is missing for good (a later one is *late*)."""
+        self.rounded.put(key, self.tick, "missing")
 
     # ------------------------------------------------------------------ snapshot
     def to_dict(self) -> dict[str, Any]:

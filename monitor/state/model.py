@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
+from monitor.state.audit_order import AuditOrder
 from monitor.state.epochs import CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.stats.betting.bets import BetConfig
@@ -50,7 +51,9 @@ COUNT_KEYS = (
     "label_requests",
     "expired_pending",
     "expired_orphans",
+    "late_labels",
 )
+_ADDED_COUNTS = frozenset({"late_labels"})  # absent from older snapshots: 0
 
 
 def build_group(cert: CertificateConfig, threshold_delta: float) -> CertificateGroup:
@@ -147,6 +150,7 @@ class ModelState:
     # epochs and change detectors, one per certificate
     epochs: dict[str, CertificateEpochs] = field(default_factory=dict)
     judge: JudgeDrift | None = None  # judge-drift detectors (None when turned off)
+    order: AuditOrder = field(default_factory=AuditOrder)  # rounds in audit order
 
     @classmethod
     def new(
@@ -216,6 +220,17 @@ class ModelState:
         self.counts["rounds"] += 1
         self.bias_sum += judge - human
 
+    def missing_round(self, judge: float, block: tuple[float, int] | None) -> None:
+        """Take an audited unit whose label is missing for good, at each claim's worst value.
+
+        Each certificate's tests take the label least favourable to their claim
+        (:meth:`CertificateGroup.penalize`); confidence sequences, detectors and the judge
+        bias do not see the unit. Not a round (``counts["rounds"]`` is unchanged).
+        """
+        mean = block[0] / block[1] if block is not None and block[1] else None
+        for group in self.groups.values():
+            group.penalize(judge, mean)
+
     @property
     def judge_bias(self) -> float | None:
         """Mean of judge minus human loss over rounds (None before the first round)."""
@@ -236,6 +251,7 @@ class ModelState:
             "effective": [[c, m, e.to_list()] for (c, m), e in self.effective.items()],
             "epochs": [[c, e.to_dict()] for c, e in self.epochs.items()],
             "judge_drift": None if self.judge is None else self.judge.to_dict(),
+            "audit_order": self.order.to_list(),
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
         }
 
@@ -255,7 +271,8 @@ class ModelState:
                   for c, s in d["groups"]}
         monitors = {(c, m): g[m] for c, g in groups.items() for m in g.methods}
         effective = {(str(c), str(m)): EffectiveStatus.from_list(e) for c, m, e in d["effective"]}
-        counts = {k: int(d["counts"][k]) for k in COUNT_KEYS}
+        c = d["counts"]
+        counts = {k: int(c[k] if k in c or k not in _ADDED_COUNTS else 0) for k in COUNT_KEYS}
         return cls(
             str(d["name"]),
             monitors,
@@ -269,6 +286,8 @@ class ModelState:
             groups=groups,
             epochs={str(c): CertificateEpochs.from_dict(e) for c, e in d["epochs"]},
             judge=None if d["judge_drift"] is None else JudgeDrift.from_dict(d["judge_drift"]),
+            order=(AuditOrder.from_list(d["audit_order"]) if "audit_order" in d
+                   else AuditOrder()),
         )
 
 

@@ -147,8 +147,8 @@ def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: in
         _finite(mx, f"{where} test maximum")
         if crossed is not None:
             c = _int(crossed, f"{where} crossing round")
-            if not 1 <= c <= rounds:
-                raise RefusedState(f"{where}: crossing at round {c} outside 1..{rounds}")
+            if not 0 <= c <= rounds:
+                raise RefusedState(f"{where}: crossing at round {c} outside 0..{rounds}")
             if mx < -math.log(tdelta) - 1e-9:
                 raise RefusedState(f"{where}: a crossing whose maximum {mx} is below the "
                                  f"threshold log(1/{tdelta})")

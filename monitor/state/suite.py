@@ -141,10 +141,14 @@ class SuiteState:
         dup = join.admit(ev.event_id, key, (kp[1] if is_judge else kp[2]) + example_id,
                          is_judge, ev.ts)
         if dup is not None:
+            if dup == "late":  # the label of a unit already taken as missing: never used
+                model.counts["labels"] += 1
+                model.counts["late_labels"] += 1
+                return None
             model.counts["duplicates"] += 1
             return dup
         if join.expired:
-            self._expired()
+            self._expired(ev.ts, alerts)
         if is_judge:
             self._judge(ev, model, key, alerts, requests)
         else:
@@ -169,12 +173,18 @@ class SuiteState:
         # with the unit (DESIGN.md, statistical contract 4)
         bsum, bcount = model.close_block() if sample == UNIFORM else (0.0, 0)
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, tag, bsum, bcount)
+        if sample == UNIFORM:  # a round: its place in audit order, its bound while it waits
+            order = model.order
+            unit.position = order.assign()
+            order.add(model.groups, None, ev.loss, (bsum, bcount))
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return
         model.pending_units += 1
-        for _, p in self.join.add_pending(key, unit):
-            self._expired_pending(p)
+        for k, p in self.join.add_pending(key, unit):
+            self._expired_pending(k, p, ev.ts, alerts)
+        if unit.position >= 0:
+            self._claim(model, ev.ts, alerts)
         if ev.audit is None and self.audit.requests:
             req = label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts,
                                 ev.stratum)
@@ -199,14 +209,16 @@ class SuiteState:
 
     def _labelled(self, model: ModelState, key: str, unit: PendingUnit, human: float,
                   ts: float, alerts: list[Alert]) -> None:
-        """Use an audited unit and its label: a round if a uniform audit; a stratified label."""
+        """Use an audited unit and its label: a round in audit order; a stratified label."""
         tag = unit.tag
-        if tag is None or tag[1] == UNIFORM:
+        self.join.mark_rounded(key)
+        if unit.position >= 0:
+            model.order.resolve(unit.position, human, unit.judge, unit.block_sum,
+                                unit.block_count, model.groups)
+            self._release(model, ts, alerts)
+        elif tag is None or tag[1] == UNIFORM:  # a unit of a snapshot without audit order
             model.round(human, unit.judge, unit.block)
-            self.join.mark_rounded(key)
             self.book.after_round(model, ts, alerts)
-        else:
-            self.join.mark_rounded(key)
         strata = model.strata
         if tag is not None and strata is not None:
             self._stratified_label(model, strata, tag[0], human, unit.judge, ts, alerts)
@@ -218,19 +230,46 @@ class SuiteState:
                                      strata.spec.certificate, "cereval", strata.cert.n_labels,
                                      ts, strata.evidence()))
 
-    def _expired(self) -> None:
+    def _release(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
+        """Apply the rounds that are next in audit order; claim beyond them."""
+        order = model.order
+        taken = order.take_ready()
+        if taken:
+            order.settle(model.groups, taken)
+            for human, judge, bsum, bcount, _ in taken:
+                if human is None:
+                    model.missing_round(judge, (bsum, bcount))
+                else:
+                    model.round(human, judge, (bsum, bcount))
+                    self.book.after_round(model, ts, alerts)
+        self._claim(model, ts, alerts)
+
+    def _claim(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
+        """Offer the tests their wealth with the waiting units at their bounds."""
+        if model.order.waiting:
+            model.order.claim(model.groups)
+            self.book.refresh(model, ts, alerts)
+
+    def _expired(self, ts: float, alerts: list[Alert]) -> None:
         expired = self.join.expired
-        for kind, p in expired:
+        self.join.expired = []
+        for kind, key, p in expired:
             if kind == "pending":
-                self._expired_pending(p)
+                self._expired_pending(key, p, ts, alerts)
             else:
                 self._expired_orphan(p)
-        expired.clear()
 
-    def _expired_pending(self, unit: PendingUnit) -> None:
+    def _expired_pending(self, key: str, unit: PendingUnit, ts: float,
+                         alerts: list[Alert]) -> None:
+        """A label that did not come in time (TTL or count bound): missing for good."""
         m = self.models[unit.model]
         m.pending_units -= 1
         m.counts["expired_pending"] += 1
+        if unit.position >= 0:
+            self.join.mark_missing(key)
+            m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
+                            m.groups)
+            self._release(m, ts, alerts)
 
     def _expired_orphan(self, payload: list[Any]) -> None:
         m = self.models[payload[0]]
@@ -275,6 +314,13 @@ class SuiteState:
                 m.strata = StrataState.from_dict(strata, md["strata"])
             s.models[m.name] = m
         s.join = JoinWindow.from_dict(config, watermark, d)
+        waiting: dict[str, list[tuple[float, tuple[float, int]]]] = {}
+        for _, (_, unit) in s.join.pending.data.items():
+            if unit.position >= 0:
+                waiting.setdefault(unit.model, []).append(
+                    (unit.judge, (unit.block_sum, unit.block_count)))
+        for m in s.models.values():
+            m.order.rebuild(m.groups, waiting.get(m.name, []))
         count, names = d.get("refused", [0, []])  # absent in older snapshots
         s.refused_count, s.refused = int(count), [str(n) for n in names]
         return s

@@ -65,7 +65,10 @@ def labels_to_precision(allocation: str, seed: int, eps: float = 0.06,
             if alert["kind"] == "precision_reached":
                 ev = alert["evidence"]
                 assert ev["half_width"] <= eps and ev["epsilon"] == eps
-                rounds = eng.suites["demo"].models["m"].counts["rounds"]
+                model = eng.suites["demo"].models["m"]
+                # betting rounds applied, plus labelled ones waiting for an earlier position
+                # (rounds are applied in audit order; stratified labels when they arrive)
+                rounds = model.counts["rounds"] + len(model.order.ready)
                 return int(alert["round"]), ev["labels_per_stratum"], rounds
     raise AssertionError(f"{allocation}: precision {eps} not reached in {examples} examples")
 

@@ -18,6 +18,7 @@ predictable plug-in reliance (several) or the fixed reliance (one).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +27,7 @@ from numpy.typing import ArrayLike
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.plugin import PlugInEProcess
+from monitor.stats.betting.plugin_bounds import worst_human
 
 __all__ = [
     "AutoEvalTest",
@@ -297,6 +299,40 @@ class AutoEvalTest:
         # only needed when it could set a new maximum (and hence cross the threshold)
         if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:
             self._update_max(self._mixture(mx))
+
+    def penalize(self, judge: float, block_mean: float | None) -> None:
+        """Take a round whose label is missing for good at this side's worst label.
+
+        ``plugin_up`` only (:meth:`PlugInEProcess.penalize`): the cells' wealth falls to a
+        lower bound of what the real label would have given; the round is not counted and no
+        crossing is recorded. Other rules ignore it (their rows are shared by both sides).
+        """
+        if self._pl is None:
+            return
+        d = 0.0 if block_mean is None else block_mean - judge
+        self._log_e_cache = self._pl.penalize(worst_human(self._side), d)
+
+    def bound_terms(self, human: float | None, judge: float, block_mean: float | None
+                    ) -> list[float] | None:
+        """Per-cell log lower bounds of a round not applied yet (None: not ``plugin_up``)."""
+        if self._pl is None:
+            return None
+        return self._pl.bound_terms(human, 0.0 if block_mean is None else block_mean - judge)
+
+    def claim(self, terms: Sequence[float]) -> None:
+        """Record the wealth the cells would have after rounds bounded by ``terms``.
+
+        A lower bound on the wealth after the applied rounds and the rounds whose per-cell
+        log factors are bounded below by ``terms`` (:meth:`bound_terms`, summed); if it sets a
+        new maximum at or above the threshold, the test has crossed (at the applied rounds).
+        """
+        if self._pl is None:
+            return
+        log_e = self._pl.log_wealth_with(terms)
+        if log_e > self._max_log_e:
+            self._max_log_e = log_e
+            if self._crossed is None and log_e >= self._log_threshold:
+                self._crossed = self.rounds
 
     def _update_max(self, log_e: float) -> None:
         self._log_e_cache = log_e

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.plugin_bounds import worst_log_factors
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
 
 __all__ = ["PlugInEProcess", "bet_grid", "plugin_rho"]
@@ -275,6 +276,48 @@ class PlugInEProcess:
             if r != self._rho:
                 self._set_rho(r)
         return self._log_e
+
+    def penalize(self, human: float, shift: float) -> float:
+        """Multiply the cells by one round's factors without counting the round.
+
+        For a round whose label is missing for good: the owner passes the worst label for
+        this side (1 certify, 0 violate), so each cell takes a factor no larger than the one
+        the real label would have given, at this round's reliance (predictable). The running
+        sums and the round count are untouched (the reliance learns nothing from it).
+
+        Examples
+        --------
+        >>> ep = PlugInEProcess(0.3, 0.1, "certify", [0.0], BetConfig())
+        >>> ep.penalize(1.0, 0.0) < 0.0, ep.rounds
+        (True, 0)
+        """
+        x = self._sgn * (self._alpha - (human + self._rho * shift))
+        self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+        return self._log_e
+
+    def bound_terms(self, human: float | None, shift: float) -> list[float]:
+        """Per-cell log lower bounds of a round's factor, before its turn comes.
+
+        ``human`` None: the label is not known (worst over [0, 1]); the reliance is the fixed
+        one, or any value in [0, 1] for a plug-in reliance (it depends on earlier rounds not
+        yet applied). See :mod:`monitor.stats.betting.plugin_bounds`.
+        """
+        return worst_log_factors(self._alpha, self._side, self._lam, self._c, human,
+                                 None if self._plug else self._rhos[0], shift)
+
+    def log_wealth_with(self, terms: Sequence[float]) -> float:
+        """Log wealth of the mixture if each cell ``k`` also took the log factor ``terms[k]``.
+
+        Examples
+        --------
+        >>> ep = PlugInEProcess(0.3, 0.1, "certify", [0.0], BetConfig())
+        >>> ep.log_wealth_with([0.0] * len(ep.log_wealth_cells)) == ep.log_wealth
+        True
+        """
+        m = max(terms)
+        exp = math.exp
+        total = sum([u * exp(t - m) for u, t in zip(self._u, terms, strict=True)])
+        return -math.inf if total <= 0.0 else self._ref + m + math.log(total)
 
     def restart_reliance(self) -> None:
         """Forget the running sums of the plug-in reliance (after the judge drifted).

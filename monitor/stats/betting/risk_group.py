@@ -325,6 +325,20 @@ class CertificateGroup:
         for t in self._tests:
             t.record(h, d)
 
+    def penalize(self, judge_loss: float, block_mean: float | None) -> None:
+        """Take a round whose label is missing for good: each test at its worst label.
+
+        Certify tests take the label 1, violate tests 0 (:meth:`AutoEvalTest.penalize`,
+        ``plugin_up`` only); the confidence sequences and judge bias are not fed.
+        """
+        for t in self._tests:
+            t.penalize(judge_loss, block_mean)
+
+    @property
+    def tests(self) -> list[AutoEvalTest]:
+        """The one-sided tests (certify and violate of each method; shared rows otherwise)."""
+        return self._tests if self._plugin else []
+
     def restart_reliance(self) -> None:
         """Restart every test's reliance on the judge (see :meth:`AutoEvalTest.restart_reliance`).
 

@@ -1,0 +1,175 @@
+"""Rounds in audit order: one model's reorder buffer and its claims beyond the applied rounds.
+
+Each audited unit of a model gets an *audit position* when it is judged (0, 1, 2, ...). Its
+round is applied to the certificates, confidence sequences and detectors strictly in that
+order, never in the order labels happen to arrive: a label that arrives before an earlier
+unit's label waits in :class:`AuditOrder` until every earlier position is resolved, either by
+its label or as *missing* (its label timed out or was evicted; see
+:meth:`~monitor.stats.betting.risk_group.CertificateGroup.penalize`).
+
+Waiting for the slowest label would delay every claim, so the certificates also claim
+*beyond* the applied rounds: for each ``plugin_up`` test and bet cell, the log factors of the
+units not applied yet are bounded below (:mod:`monitor.stats.betting.plugin_bounds`: a pending
+label at its worst value for the claim, the reliance of a not-yet-applied round at its worst
+value in [0, 1]) and summed here; :meth:`AuditOrder.claim` offers the resulting lower bound on
+the audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval.AutoEvalTest.
+claim`).
+
+Examples
+--------
+>>> o = AuditOrder()
+>>> a, b = o.assign(), o.assign()
+>>> o.resolve(b, 0.0, 0.1, 0.0, 0, {})        # b's label first: it waits for a
+>>> o.take_ready()
+[]
+>>> o.resolve(a, 1.0, 0.9, 0.0, 0, {})
+>>> [(e[0], e[1]) for e in o.take_ready()]  # both, in audit order
+[(1.0, 0.9), (0.0, 0.1)]
+
+Notes
+-----
+Validity (``docs/guarantees.md``, "Late, reordered and missing labels"): everything a round
+uses except its label is fixed when the unit is judged or from earlier positions, so the
+audit-ordered wealth is a nonnegative supermartingale under the null whatever the labels'
+delays; every claim is made on a lower bound of it, so Ville's inequality bounds the error
+however labels are delayed, and whether or not they ever arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.stats.betting.risk_group import CertificateGroup
+
+__all__ = ["AuditOrder"]
+
+Entry = list[Any]  # [human or None, judge, block_sum, block_count, human counted in terms]
+
+
+def _terms(group: CertificateGroup, human: float | None, judge: float,
+           block: tuple[float, int]) -> list[list[float]]:
+    mean = block[0] / block[1] if block[1] else None
+    out: list[list[float]] = []
+    for t in group.tests:
+        terms = t.bound_terms(human, judge, mean)
+        if terms is not None:
+            out.append(terms)
+    return out
+
+
+@dataclass(slots=True)
+class AuditOrder:
+    """Reorder buffer of one model's audited units, with the bounds of the unapplied ones.
+
+    ``next_position`` positions were given; rounds ``[0, applied)`` were applied (or taken as
+    missing); ``ready`` holds resolved positions at or after ``applied`` waiting for an
+    earlier one; ``waiting`` counts the positions at or after ``applied`` (pending or ready).
+    ``sums`` (derived, not saved) holds, per certificate and ``plugin_up`` test, the per-cell
+    sum of the waiting units' log factor bounds.
+    """
+
+    next_position: int = 0
+    applied: int = 0
+    ready: dict[int, Entry] = field(default_factory=dict)
+    waiting: int = 0
+    sums: dict[str, list[list[float]]] = field(default_factory=dict)
+
+    def assign(self) -> int:
+        """Give the next audit position to a unit judged now."""
+        pos = self.next_position
+        self.next_position = pos + 1
+        self.waiting += 1
+        return pos
+
+    def add(self, groups: dict[str, CertificateGroup], human: float | None, judge: float,
+            block: tuple[float, int], sign: float = 1.0) -> None:
+        """Add (``sign`` -1: remove) one waiting unit's log factor bounds to :attr:`sums`."""
+        for cert, group in groups.items():
+            terms = _terms(group, human, judge, block)
+            if not terms:
+                continue
+            sums = self.sums.get(cert)
+            if sums is None:
+                sums = self.sums[cert] = [[0.0] * len(t) for t in terms]
+            for s, t in zip(sums, terms, strict=True):
+                for k, v in enumerate(t):
+                    s[k] += sign * v
+
+    def resolve(self, pos: int, human: float | None, judge: float, block_sum: float,
+                block_count: int, groups: dict[str, CertificateGroup]) -> None:
+        """Record the label of position ``pos`` (None: missing for good).
+
+        A position after ``applied`` keeps waiting; its bound is updated to its label.
+        """
+        counted = None
+        if human is not None and pos != self.applied and self.waiting > 1:
+            block = (block_sum, block_count)
+            self.add(groups, None, judge, block, -1.0)
+            self.add(groups, human, judge, block)
+            counted = human
+        self.ready[pos] = [human, judge, block_sum, block_count, counted]
+
+    def take_ready(self) -> list[Entry]:
+        """Remove and return the entries that are next in audit order (maybe none)."""
+        out: list[Entry] = []
+        ready = self.ready
+        while self.applied in ready:
+            out.append(ready.pop(self.applied))
+            self.applied += 1
+            self.waiting -= 1
+        return out
+
+    def settle(self, groups: dict[str, CertificateGroup], taken: Sequence[Entry]) -> None:
+        """Remove the bounds of entries just taken by :meth:`take_ready` (before applying them)."""
+        if not self.waiting:
+            self.sums.clear()  # exact: no waiting unit left
+            return
+        for e in taken:
+            self.add(groups, e[4], e[1], (e[2], e[3]), -1.0)
+
+    def claim(self, groups: dict[str, CertificateGroup]) -> None:
+        """Offer each ``plugin_up`` test its wealth with the waiting units' bounds."""
+        if not self.waiting:
+            return
+        for cert, group in groups.items():
+            sums = self.sums.get(cert)
+            if sums is None:
+                continue
+            tests = group.tests
+            for t, s in zip(tests, sums, strict=True):
+                t.claim(s)
+
+    def rebuild(self, groups: dict[str, CertificateGroup],
+                pending: Sequence[tuple[float, tuple[float, int]]]) -> None:
+        """Recompute :attr:`sums` from scratch: ``pending`` lists the waiting units' ``(judge,
+        block)`` whose label has not arrived (after a restore or a new epoch's groups)."""
+        self.sums.clear()
+        for e in self.ready.values():
+            e[4] = e[0]
+            self.add(groups, e[0], e[1], (e[2], e[3]))
+        for judge, block in pending:
+            self.add(groups, None, judge, block)
+
+    # ------------------------------------------------------------------ snapshot
+    def to_list(self) -> list[Any]:
+        """JSON form ``[next_position, applied, waiting, [[pos, human, judge, bsum, bcount]]]``.
+
+        Examples
+        --------
+        >>> o = AuditOrder(); _ = o.assign(); _ = o.assign(); o.resolve(1, 0.0, 0.5, 0.0, 0, {})
+        >>> o.to_list(), AuditOrder.from_list(o.to_list()).to_list() == o.to_list()
+        ([2, 0, 2, [[1, 0.0, 0.5, 0.0, 0]]], True)
+        """
+        return [self.next_position, self.applied, self.waiting,
+                [[p, e[0], e[1], e[2], e[3]] for p, e in sorted(self.ready.items())]]
+
+    @classmethod
+    def from_list(cls, v: Sequence[Any]) -> AuditOrder:
+        """Inverse of :meth:`to_list` (:attr:`sums` are rebuilt by the owner)."""
+        o = cls(int(v[0]), int(v[1]), waiting=int(v[2]))
+        for p, human, judge, bsum, bcount in v[3]:
+            o.ready[int(p)] = [None if human is None else float(human), float(judge),
+                               float(bsum), int(bcount), None]
+        return o
