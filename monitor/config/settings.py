@@ -318,7 +318,9 @@ class AlertmanagerConfig(_Section):
 
 
 class SinksConfig(_Section):
-    """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
+    """Output sinks: where alerts, label requests and dead letters go.
+
+    Each is ``"stdout"``, ``"stderr"``, ``"file:PATH"``, ``"kafka"`` or ``"none"``.
 
     Dead letters (rejected events: reason, detail, raw bytes, source position) go to stderr
     unless configured otherwise, so bad input is never silently lost; ``"none"`` drops them
