@@ -1,4 +1,4 @@
-"""``certmon config``: print the effective configuration, every default filled in.
+r"""``certmon config``: print the effective configuration, every default filled in.
 
 Reads ``--config FILE`` (or, without it, the built-in demo configuration that ``certmon demo``
 runs), applies the ``--set`` overrides, validates, and prints every key with its value as
@@ -8,7 +8,8 @@ Examples
 --------
 >>> import argparse, contextlib, io
 >>> sub = argparse.ArgumentParser().add_subparsers()
->>> register(sub, '[[suites]]\\n[[suites.certificates]]\\nname = "r"\\nalpha = 0.1\\ndelta = 0.1\\n')
+>>> register(sub, '[[suites]]\n[[suites.certificates]]\nname = "r"\nalpha = 0.1\n'
+...               'delta = 0.1\n')
 >>> args = sub.choices["config"].parse_args(["--json", "--set", "metrics.port=9200"])
 >>> out = io.StringIO()
 >>> with contextlib.redirect_stdout(out):

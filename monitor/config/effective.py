@@ -98,12 +98,12 @@ def _string(text: str) -> str:
 
 
 def toml_value(value: Any) -> str:
-    """Return a TOML literal for a JSON-ready scalar or list.
+    r"""Return a TOML literal for a JSON-ready scalar or list.
 
     Examples
     --------
     >>> [toml_value(v) for v in (True, 3, 0.5, math.inf, 'a"b', ["x", 1])]
-    ['true', '3', '0.5', 'inf', '"a\\\\"b"', '["x", 1]']
+    ['true', '3', '0.5', 'inf', '"a\\"b"', '["x", 1]']
     """
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -15,7 +15,7 @@ Examples
 ['', '[[suites]]', '[[suites.certificates]]', '[suites.strata]']
 >>> row = next(r for r in config_tables()[1].rows if r.key == "audit_rate")
 >>> row.type, row.default, row.allowed
-('float', '0.05', '[0, 1]')
+('float', '`0.05`', '[0, 1]')
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class ConfigTable:
 
 # ------------------------------------------------------------------------- annotations
 def _arms(annotation: Any) -> list[Any]:
-    """The non-None alternatives of a (possibly Optional / union) annotation."""
+    """Return the non-None alternatives of a (possibly Optional / union) annotation."""
     if typing.get_origin(annotation) in (Union, types.UnionType):
         return [a for a in typing.get_args(annotation) if a is not type(None)]
     return [annotation]
@@ -127,7 +127,8 @@ def _number(x: Any) -> str:
 
 
 def _range(constraints: list[Any]) -> list[str]:
-    lo = hi = None
+    lo: Any = None
+    hi: Any = None
     lo_open = hi_open = False
     parts: list[str] = []
     for c in constraints:
@@ -154,7 +155,7 @@ def _range(constraints: list[Any]) -> list[str]:
 
 
 def _allowed(field: FieldInfo) -> str:
-    """Allowed values: the choices of a Literal, or the range / length constraints."""
+    """Return the allowed values: a Literal's choices, or the range / length constraints."""
     out: list[str] = []
     own = _range(list(field.metadata))
     for arm in _arms(field.annotation):
@@ -221,7 +222,7 @@ def config_tables(root: type[BaseModel] = CertmonConfig) -> list[ConfigTable]:
 
 
 def undocumented(root: type[BaseModel] = CertmonConfig) -> list[str]:
-    """The keys, as ``table key``, whose model field has no (or a blank) description."""
+    """Return the keys (``table key``) whose model field has no (or a blank) description."""
     return [f"{t.path or '<top level>'} {r.key}" for t in config_tables(root) for r in t.rows
             if not r.description.strip()]
 
