@@ -29,13 +29,12 @@ class CheckpointConfig(_Section):
 
     dir: str | None = Field(
         None,
-        description="Directory of the local checkpoints (`certmon run` with a file or stdin "
-        "source). Unset: no checkpoints. Kafka runs checkpoint to Kafka (see "
-        "`kafka.checkpoint_store`).")
+        description="Directory of the local checkpoints of `certmon run` (file or stdin source, "
+        "or Kafka with `kafka.checkpoint_store = \"local\"`). Unset: no local checkpoints.")
     key: _Name = Field(
         "certmon",
-        description="Name under which the checkpoint is stored in `dir`: two runs sharing a "
-        "directory need different keys.")
+        description="Name of the checkpoint of a file or stdin run in `dir` (the file "
+        "`<dir>/<key>.ckpt.json`): two runs sharing a directory need different keys.")
     every_events: _PosInt = Field(
         100_000,
         description="Checkpoint after this many events (also every `every_seconds` and when "
