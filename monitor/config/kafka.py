@@ -33,7 +33,7 @@ DEAD_LETTER_MAX_RAW_BYTES: Final = 64 * 1024
 
 
 class KafkaTopics(BaseModel):
-    """Topic names (dots between parts, hyphens inside).
+    """Topic names (dots between parts, hyphens inside; letters, digits, ``.``, ``_``, ``-``).
 
     Examples
     --------
@@ -47,8 +47,8 @@ class KafkaTopics(BaseModel):
 
     events: str = Field(
         "certmon.eval-events.v1",
-        description="Input topic of judge and label events (any key or partitioner: certmon "
-        "regroups by suite itself).")
+        description="Input topic of judge and label events, keyed by suite (a suite read from "
+        "a second partition is fenced off it).")
     judge: str | None = Field(
         None,
         description="Optional second input topic of judge events, co-partitioned with `events`. "
