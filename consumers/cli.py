@@ -1,4 +1,4 @@
-"""The ``certmon`` command: replay, run, simulate, demo, inspect.
+"""The ``certmon`` command: replay, run, simulate, demo, inspect, config.
 
 Errors print one line (``certmon: error: ...``) and exit with status 2 (1 for an internal
 error, 130 when interrupted); ``--debug`` shows the traceback instead.
@@ -22,6 +22,7 @@ from typing import NoReturn
 
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
+from consumers.config_cli import register as register_config
 from consumers.files import FileSource
 from consumers.inspection import inspect_lines
 from consumers.progress import Ticker, run_demo
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="show tracebacks on errors")
     i.set_defaults(func=cmd_inspect)
     register_selection(sub)  # select-demo, evaluate-worker, selection-benchmark
+    register_config(sub, DEMO_TOML)  # config: the effective configuration
     return p
 
 

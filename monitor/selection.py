@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from monitor.stats.pulse.bandit import SelectionConfig
+from monitor.stats.pulse.config import DEFAULTS as _D
 from monitor.stats.pulse.lowrank import sigmoid
 
 __all__ = [
@@ -151,23 +152,60 @@ class SelectionSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=2)]
-    examples: _PosInt | Annotated[str, Field(min_length=1)]
-    history: str | None = None
-    method: Literal["pulse", "ucbe", "naive"] = "pulse"
-    budget: _PosInt | None = None
-    batch_size: _PosInt = 32
-    max_outstanding: _PosInt = 1
-    refit_every: _PosInt = 10
-    init_pulls: _PosInt = 1
-    delta: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
-    epsilon: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-    bet_cap: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
-    seed: Annotated[int, Field(ge=0)] = 0
-    rank: _PosInt = 4
-    l2: Annotated[float, Field(gt=0.0)] = 1.0
-    exploration: Annotated[float, Field(ge=0.0)] = 1.0
-    stop_on_certificate: bool = True
+    models: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=2)] = Field(
+        description="Candidate model names: at least two, unique, no globs.")
+    examples: _PosInt | Annotated[str, Field(min_length=1)] = Field(
+        description="The benchmark's examples: a number N (ids `\"0\"` .. `\"N-1\"`) or a "
+        "file of ids (one per line, or a `.json` list; relative to the working directory).")
+    history: str | None = Field(
+        None,
+        description="Historical score matrix (`.npy` or `.json`, one row per past model, one "
+        "column per example, NaN / null = unobserved) that warm-starts the example factors "
+        "(fitted once, then frozen; unused by `ucbe`). Unset: factors fitted jointly.")
+    method: Literal["pulse", "ucbe", "naive"] = Field(
+        _D.method,
+        description="Estimator driving the UCB-E bandit: `pulse` (doubly robust, low-rank "
+        "predictions), `ucbe` (observed means only) or `naive` (low-rank predictions, no "
+        "correction).")
+    budget: _PosInt | None = Field(
+        _D.budget,
+        description="Total evaluations, initial pulls included. Unset: until every model is "
+        "evaluated on every example.")
+    batch_size: _PosInt = Field(
+        _D.batch_size,
+        description="Examples per evaluation request (B), at most the number of examples.")
+    max_outstanding: _PosInt = Field(
+        1,
+        description="Evaluation requests in flight at once (each for a distinct model).")
+    refit_every: _PosInt = Field(
+        _D.refit_every,
+        description="Completed bandit pulls between two refits of the model factors (tau).")
+    init_pulls: _PosInt = Field(
+        _D.init_pulls, description="Initial pulls per model before the bandit chooses (T0).")
+    delta: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        _D.delta,
+        description="Error probability of the best-model certificate (strictly between 0 and "
+        "1).")
+    epsilon: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+        _D.epsilon,
+        description="Tolerance of the certificate: the certified model's mean score is within "
+        "epsilon of the best one (0: exactly the best). In [0, 1).")
+    bet_cap: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        _D.bet_cap,
+        description="Cap on the certificate's bets (strictly between 0 and 1).")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        _D.seed,
+        description="Seed of the example draws and of the factor initialisation (integer "
+        ">= 0): same seed, same requests.")
+    rank: _PosInt = Field(4, description="Latent dimension of the low-rank score model.")
+    l2: Annotated[float, Field(gt=0.0)] = Field(
+        _D.l2, description="Ridge penalty of the model-factor refit (> 0).")
+    exploration: Annotated[float, Field(ge=0.0)] = Field(
+        _D.exploration,
+        description="Exploration constant a of the UCB-E index `mu_hat + sqrt(a / n_observed)` "
+        "(>= 0; 0 is greedy).")
+    stop_on_certificate: bool = Field(
+        True, description="Issue no new requests once a best model is certified.")
 
     _ids: tuple[str, ...] = PrivateAttr(default=())
     _history: FloatArray | None = PrivateAttr(default=None)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from monitor.config.kafka import KafkaConfig
+from monitor.config.kafka import DEAD_LETTER_MAX_RAW_BYTES, KafkaConfig
 from monitor.errors import SinkError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-DEFAULT_DEAD_LETTER_RAW_BYTES = 64 * 1024
+DEFAULT_DEAD_LETTER_RAW_BYTES = DEAD_LETTER_MAX_RAW_BYTES  # defined once, with [kafka]
 
 
 def dead_letter_record(

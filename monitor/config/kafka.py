@@ -28,9 +28,12 @@ SECRET_ENV: Final = {
 }
 """Each secret setting and the environment variable it is read from when not set."""
 
+DEAD_LETTER_MAX_RAW_BYTES: Final = 64 * 1024
+"""Default bytes of a rejected record kept in its dead letter."""
+
 
 class KafkaTopics(BaseModel):
-    """Topic names (dots between parts, hyphens inside).
+    """Topic names (dots between parts, hyphens inside; letters, digits, ``.``, ``_``, ``-``).
 
     Examples
     --------
@@ -42,13 +45,30 @@ class KafkaTopics(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    events: str = "certmon.eval-events.v1"
-    judge: str | None = None
-    labels: str | None = None
-    alerts: str = "certmon.alerts.v1"
-    requests: str = "certmon.requests.v1"
-    dead_letters: str = "certmon.dead-letters.v1"
-    checkpoints: str = "certmon.checkpoints.v1"
+    events: str = Field(
+        "certmon.eval-events.v1",
+        description="Input topic of judge and label events, keyed by suite (a suite read from "
+        "a second partition is fenced off it).")
+    judge: str | None = Field(
+        None,
+        description="Optional second input topic of judge events, co-partitioned with `events`. "
+        "Unset: none.")
+    labels: str | None = Field(
+        None,
+        description="Optional input topic of label events, co-partitioned with `events`. "
+        "Unset: none.")
+    alerts: str = Field(
+        "certmon.alerts.v1", description="Output topic of alerts (`sinks.alerts = \"kafka\"`).")
+    requests: str = Field(
+        "certmon.requests.v1",
+        description="Output topic of label and evaluation requests (`sinks.requests = "
+        "\"kafka\"`).")
+    dead_letters: str = Field(
+        "certmon.dead-letters.v1",
+        description="Output topic of rejected records (`sinks.dead_letters = \"kafka\"`).")
+    checkpoints: str = Field(
+        "certmon.checkpoints.v1",
+        description="Compacted topic of the checkpoints (`checkpoint_store = \"kafka\"`).")
 
     @field_validator("*")
     @classmethod
@@ -80,63 +100,134 @@ class KafkaConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bootstrap_servers: str | list[str] = "127.0.0.1:9092"
-    group_id: str = "certmon"
-    client_id: str = "certmon"
-    topics: KafkaTopics = Field(default_factory=KafkaTopics)
+    bootstrap_servers: str | list[str] = Field(
+        "127.0.0.1:9092",
+        description="Brokers to bootstrap from: `\"host:port,host:port\"` or a list of "
+        "`host:port`.")
+    group_id: str = Field(
+        "certmon",
+        description="Consumer group: the instances of one group share the input partitions.")
+    client_id: str = Field(
+        "certmon", description="Client id reported to the brokers (logs and quotas).")
+    topics: KafkaTopics = Field(
+        default_factory=KafkaTopics, description="Topic names (`[kafka.topics]`).")
 
-    checkpoint_store: Literal["local", "kafka"] = "kafka"
+    checkpoint_store: Literal["local", "kafka"] = Field(
+        "kafka",
+        description="Where each partition's checkpoint goes: `kafka` (the compacted "
+        "`topics.checkpoints` topic) or `local` (the `[checkpoint] dir` directory).")
     # A checkpoint costs ~0.1-0.5 s per few MB of engine state (snapshot + JSON + acks=all):
     # 100k records per partition keeps that below ~10% and bounds the replay after a crash.
-    checkpoint_every_records: int = Field(default=100_000, gt=0)
-    checkpoint_every_seconds: float = Field(default=30.0, gt=0)
-    # A checkpoint is one document per suite plus a manifest (monitor/incremental.py); each
-    # is written as records of at most checkpoint_chunk_bytes. checkpoint_max_bytes caps ONE
-    # document: a suite whose document is larger is refused with an error naming the suite
-    # and its size (the partition as a whole has no cap).
-    checkpoint_chunk_bytes: int = Field(default=512 * 1024, ge=1024, le=8 * 1024 * 1024)
-    checkpoint_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
-    checkpoint_topic_partitions: int = Field(default=1, gt=0)
+    checkpoint_every_records: int = Field(
+        default=100_000, gt=0,
+        description="Checkpoint a partition after this many records (> 0). Larger: less "
+        "checkpoint work, more records to re-read after a crash.")
+    checkpoint_every_seconds: float = Field(
+        default=30.0, gt=0,
+        description="Checkpoint each partition at least this often, in seconds (> 0).")
+    checkpoint_chunk_bytes: int = Field(
+        default=512 * 1024, ge=1024, le=8 * 1024 * 1024,
+        description="A checkpoint (one document per suite plus a manifest) is written as "
+        "records of at most this many bytes (1 KiB to 8 MiB).")
+    checkpoint_max_bytes: int = Field(
+        default=256 * 1024 * 1024, gt=0,
+        description="Largest checkpoint document of ONE suite, in bytes: a larger one is "
+        "refused with an error naming the suite and its size (the partition as a whole has "
+        "no cap).")
+    checkpoint_topic_partitions: int = Field(
+        default=1, gt=0,
+        description="Partitions of the checkpoint topic when certmon creates it (> 0).")
 
-    # Dead letters keep at most this many bytes of the rejected record (plus its length and
-    # sha256), so a dead letter always fits the producer's 1 MiB request size.
-    dead_letter_max_raw_bytes: int = Field(default=64 * 1024, ge=0, le=512 * 1024)
-    # A record whose processing raises (a bug, not bad input: that is rejected with a reason)
-    # is retried from the partition's checkpoint at most this many times, then dead-lettered
-    # as ``processing_failed`` so the partition moves on (consumers/kafka/retries.py).
-    max_record_attempts: int = Field(default=3, ge=1, le=100)
-    # At first start, give up (one-line error, non-zero exit) if no broker answers in this time.
-    startup_timeout_seconds: float = Field(default=60.0, gt=0)
-    # On SIGTERM: the final output flush, checkpoint, offset commit and closes share this
-    # budget (Kubernetes' default grace period is 30 s); what the broker cannot take in time
-    # is left to the next owner, which restores the previous checkpoint.
-    shutdown_timeout_seconds: float = Field(default=4.0, gt=0, le=60)
+    dead_letter_max_raw_bytes: int = Field(
+        default=DEAD_LETTER_MAX_RAW_BYTES, ge=0, le=512 * 1024,
+        description="Bytes of the rejected record kept in a dead letter (plus its length and "
+        "sha256), so a dead letter always fits the producer's 1 MiB request size (0 to "
+        "512 KiB).")
+    max_record_attempts: int = Field(
+        default=3, ge=1, le=100,
+        description="A record whose processing raises (a bug, not bad input: that is rejected "
+        "with a reason) is retried from the partition's checkpoint at most this many times, "
+        "then dead-lettered as `processing_failed` so the partition moves on (1 to 100).")
+    startup_timeout_seconds: float = Field(
+        default=60.0, gt=0,
+        description="At first start, give up (one-line error, non-zero exit) if no broker "
+        "answers within this many seconds.")
+    shutdown_timeout_seconds: float = Field(
+        default=4.0, gt=0, le=60,
+        description="On SIGTERM the final flush, checkpoint, offset commit and closes share "
+        "this many seconds (at most 60; Kubernetes' default grace period is 30 s); what the "
+        "broker cannot take in time is left to the next owner, which restores the previous "
+        "checkpoint.")
 
-    batch_size: int = Field(default=2000, gt=0)
-    # Decode records in a child process (consumers/kafka/fetcher.py), pipelined with processing
-    fetch_process: bool = True
-    poll_timeout_ms: int = Field(default=500, gt=0)
-    session_timeout_ms: int = Field(default=10_000, ge=1000)
-    heartbeat_interval_ms: int = Field(default=3000, ge=100)
-    max_poll_interval_ms: int = Field(default=300_000, ge=1000)
-    request_timeout_ms: int = Field(default=30_000, ge=1000)
-    bootstrap_timeout_ms: int = Field(default=30_000, ge=500)
-    delivery_timeout_ms: int = Field(default=120_000, ge=1000)
-    retry_backoff_max_seconds: float = Field(default=30.0, gt=0)
-    create_topics: bool = True
-    events_partitions: int = Field(default=6, gt=0)
+    batch_size: int = Field(
+        default=2000, gt=0,
+        description="Records fetched per poll at most (the consumer's `max_poll_records`).")
+    fetch_process: bool = Field(
+        True,
+        description="Decode records in a child process, pipelined with processing. False: "
+        "one process does both.")
+    poll_timeout_ms: int = Field(
+        default=500, gt=0,
+        description="Milliseconds one poll waits for records when none are buffered (> 0).")
+    session_timeout_ms: int = Field(
+        default=10_000, ge=1000,
+        description="Group session timeout (ms): a member silent for longer is evicted and "
+        "its partitions reassigned.")
+    heartbeat_interval_ms: int = Field(
+        default=3000, ge=100,
+        description="Milliseconds between heartbeats to the group coordinator; below "
+        "`session_timeout_ms`.")
+    max_poll_interval_ms: int = Field(
+        default=300_000, ge=1000,
+        description="Longest time (ms) between two polls before the member is considered "
+        "stuck and leaves the group.")
+    request_timeout_ms: int = Field(
+        default=30_000, ge=1000,
+        description="Milliseconds a client waits for a broker's answer to one request.")
+    bootstrap_timeout_ms: int = Field(
+        default=30_000, ge=500,
+        description="Milliseconds a client waits to reach the bootstrap servers.")
+    delivery_timeout_ms: int = Field(
+        default=120_000, ge=1000,
+        description="Milliseconds the producer keeps trying to deliver one output record.")
+    retry_backoff_max_seconds: float = Field(
+        default=30.0, gt=0,
+        description="Longest wait, in seconds, between two reconnection attempts after the "
+        "consumer loop fails (the wait doubles from 0.5 s up to this).")
+    create_topics: bool = Field(
+        True,
+        description="Create the missing certmon topics at start (existing topics are left "
+        "alone).")
+    events_partitions: int = Field(
+        default=6, gt=0,
+        description="Partitions of the input topics when certmon creates them (> 0); the "
+        "most instances of a group that can share the work.")
 
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
-    sasl_plain_username: str | None = None
-    sasl_plain_password: SecretStr | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_password: SecretStr | None = None
-    ssl_check_hostname: bool = True
-    sasl_plain_password_file: str | None = None
-    ssl_password_file: str | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Protocol to the brokers.")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = (
+        Field(None, description="SASL mechanism; required with the `SASL_*` protocols."))
+    sasl_plain_username: str | None = Field(None, description="SASL user name.")
+    sasl_plain_password: SecretStr | None = Field(
+        None,
+        description="SASL password (secret: never printed). Prefer `sasl_plain_password_file` "
+        "or the `CERTMON_KAFKA_SASL_PASSWORD` environment variable.")
+    ssl_cafile: str | None = Field(
+        None, description="CA certificate file (PEM) to verify the brokers.")
+    ssl_certfile: str | None = Field(
+        None, description="Client certificate file (PEM) for mutual TLS.")
+    ssl_keyfile: str | None = Field(
+        None, description="Private key file (PEM) of `ssl_certfile`.")
+    ssl_password: SecretStr | None = Field(
+        None,
+        description="Password of `ssl_keyfile` (secret: never printed). Prefer "
+        "`ssl_password_file` or the `CERTMON_KAFKA_SSL_PASSWORD` environment variable.")
+    ssl_check_hostname: bool = Field(
+        True, description="Check that the broker's certificate matches its host name.")
+    sasl_plain_password_file: str | None = Field(
+        None, description="File holding the SASL password (not with `sasl_plain_password`).")
+    ssl_password_file: str | None = Field(
+        None, description="File holding the key password (not with `ssl_password`).")
 
     @model_validator(mode="before")
     @classmethod

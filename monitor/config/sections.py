@@ -21,6 +21,12 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.stats.betting.bets import DEFAULT_CAP, DEFAULT_CS_GRID, DEFAULT_RHOS, DEFAULT_UP_GRID
+from monitor.stats.cereval.partition import DEFAULT_BIN_WARMUP
+from monitor.stats.changepoint.detector import DEFAULT_HORIZON, DEFAULT_P
+from monitor.stats.stratppi.allocation import DEFAULT_FLOOR
+from monitor.stats.stratppi.estimator import DEFAULT_PPI_ALPHA
+
 __all__ = [
     "METHODS",
     "CertificateConfig",
@@ -66,27 +72,85 @@ def drop_unset_optional(
 class CertificateConfig(Section):
     """A risk certificate ``R <= alpha`` at level ``1 - delta``, checked by several methods."""
 
-    name: Name
-    alpha: Prob
-    delta: Prob
-    methods: Annotated[list[Method], Field(min_length=1)] = list(METHODS)
-    primary: Method | None = None
-    betting: Literal["plugin_up", "wsr", "up"] = "plugin_up"
-    rhos: PosInt = 10
-    bet_cap: Prob | None = None  # None: the rule's default (0.95 plugin_up, 0.5 wsr / up)
-    horizon: PosInt | None = None
-    up_grid: PosInt = 1000
-    cs_grid: PosInt | None = 1000
-    # confidence-sequence design: "bernstein" keeps five sums per rho and side (a few hundred
-    # bytes per certificate); "grid" keeps the wealth of every grid point (about 160 kB)
-    cs_kind: Literal["bernstein", "grid"] = "bernstein"
-    precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = None
-    # change detection (regression / improvement e-detectors): alarm threshold A, given as an
-    # average run length ``detector_arl`` or as a false-alarm probability over a horizon of
-    # labels (A = detector_horizon / detector_false_alarm; default 4500 / 0.02 = 225000)
-    detector_arl: PosFloat | None = None
-    detector_false_alarm: Prob = 0.02
-    detector_horizon: PosInt = 4500
+    name: Name = Field(
+        description="Name of the certificate, unique within its suite; it labels STATE.json, the "
+        "`certificate` label of the metrics and the alerts.")
+    alpha: Prob = Field(
+        description="Risk threshold: the certificate claims `R = E[loss] <= alpha` (a failure "
+        "rate when losses are 0/1). Strictly between 0 and 1.")
+    delta: Prob = Field(
+        description="Error probability: a `certified` or `violated` status is wrong with "
+        "probability at most `delta`, however often it is read. Strictly between 0 and 1; the "
+        "suite's `multiplicity` setting may split it across certificates and models.")
+    methods: Annotated[list[Method], Field(min_length=1)] = Field(
+        list(METHODS),
+        description="Methods that check the certificate, each with its own e-processes: "
+        "`r_eval` (human labels only), `r_autoeval` (judge losses, corrected by the labels, "
+        "full reliance) and `r_autoeval_plus` (a mixture over `rhos` reliance factors). At "
+        "least one, no repeats.")
+    primary: Method | None = Field(
+        None,
+        description="The method whose status drives alerts (and, with `metrics.detail = "
+        "\"shown\"`, the only one exported). Must be one of `methods`; unset: "
+        "`r_autoeval_plus` if listed, else the first of `methods`.")
+    betting: Literal["plugin_up", "wsr", "up"] = Field(
+        "plugin_up",
+        description="How the e-processes bet: `plugin_up` (plug-in reliance and a universal "
+        "portfolio over fixed bets; no horizon to guess), `wsr` (Waudby-Smith-Ramdas "
+        "plug-in bets, one e-process per reliance factor) or `up` (the paper's universal "
+        "portfolio over a grid of `up_grid` bets).")
+    rhos: PosInt = Field(
+        DEFAULT_RHOS,
+        description="Number of reliance factors rho (evenly spaced over [0, 1], 0 and 1 "
+        "included) mixed by `r_autoeval_plus`. Integer >= 1; memory and time per round grow "
+        "linearly with it.")
+    bet_cap: Prob | None = Field(
+        None,
+        description="Bet cap c: bets are at most `c / (M - alpha)` (certify side) so wealth "
+        "never reaches zero. Strictly between 0 and 1; unset: the rule's default, "
+        f"{DEFAULT_CAP['plugin_up']} for `plugin_up` and {DEFAULT_CAP['wsr']} for `wsr` and "
+        "`up`.")
+    horizon: PosInt | None = Field(
+        None,
+        description="Planned number of labelled rounds of the `wsr` bets (the paper's "
+        "fixed-horizon form); `betting = \"wsr\"` only. Unset: anytime bets, no horizon.")
+    up_grid: PosInt = Field(
+        DEFAULT_UP_GRID,
+        description="Cells of the universal portfolio's grid over the whole bet range "
+        "(`betting = \"up\"` only). Integer >= 1.")
+    cs_grid: PosInt | None = Field(
+        DEFAULT_CS_GRID,
+        description="Resolution of each method's confidence sequence on the risk "
+        "(`cs_lower`, `cs_upper` in STATE.json): bounds are multiples of `1 / cs_grid`. It "
+        "also keeps anytime-WSR bets under `plugin_up`. None (from Python only; TOML has no "
+        "null): no confidence sequence, the bounds stay 0 and 1.")
+    cs_kind: Literal["bernstein", "grid"] = Field(
+        "bernstein",
+        description="Confidence-sequence design: `bernstein` keeps five running sums per rho "
+        "and side (a few hundred bytes per certificate); `grid` keeps the wealth of every grid "
+        "point (about 160 kB per certificate). The median `bernstein` width at 1000 rounds is "
+        "within 1% of the grid's or narrower (`benchmarks/confseq_width.py`).")
+    precision: Annotated[float, Field(gt=0.0, le=0.5)] | None = Field(
+        None,
+        description="Precision goal epsilon: adds a Cer-Eval certified interval for each "
+        "model's risk (at this certificate's level) and a `precision_reached` alert when its "
+        "half-width first drops to epsilon or below. In (0, 0.5]; at most one certificate per "
+        "suite. Unset: no interval.")
+    detector_arl: PosFloat | None = Field(
+        None,
+        description="Alarm threshold A of the regression / improvement e-detectors, given as a "
+        "guaranteed average run length (labelled rounds between false alarms; > 0). Unset: "
+        "`A = detector_horizon / detector_false_alarm`.")
+    detector_false_alarm: Prob = Field(
+        DEFAULT_P,
+        description="Probability of a false regression or improvement alarm within "
+        "`detector_horizon` labelled rounds, when `detector_arl` is unset. Strictly between 0 "
+        "and 1.")
+    detector_horizon: PosInt = Field(
+        DEFAULT_HORIZON,
+        description="Labelled rounds over which `detector_false_alarm` bounds the false-alarm "
+        "probability (integer >= 1); with the defaults "
+        f"`A = {DEFAULT_HORIZON} / {DEFAULT_P} = {DEFAULT_HORIZON / DEFAULT_P:.0f}`.")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -150,15 +214,48 @@ class StrataConfig(Section):
     one per suite): the half-width epsilon at which a ``precision_reached`` alert fires.
     """
 
-    by: Literal["stratum", "judge_loss"] = "stratum"
-    count: Annotated[int, Field(ge=1, le=256)]
-    names: list[Name] | None = None
-    warmup: PosInt | None = None
-    allocation: Literal["uniform", "proportional", "heuristic", "plugin", "cereval"] = "cereval"
-    floor: Annotated[float, Field(gt=0.0, le=1.0)] = 0.01
-    budget: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    refresh_every: PosInt = 64
-    ppi_alpha: Prob = 0.1
+    by: Literal["stratum", "judge_loss"] = Field(
+        "stratum",
+        description="What defines a stratum: `stratum` (the judge event's `stratum` field; the "
+        "first `count - 1` distinct names, or `names`, get a slot each, all others share "
+        "`__other__`) or `judge_loss` (`count` equal-mass bins of the judge loss, edges "
+        "estimated on each model's first `warmup` judge events, then frozen).")
+    count: Annotated[int, Field(ge=1, le=256)] = Field(
+        description="K, the number of strata (the stratified certified interval splits its "
+        "error probability over K). Integer from 1 to 256.")
+    names: list[Name] | None = Field(
+        None,
+        description="Stratum names fixed in advance, in slot order (`by = \"stratum\"` only): "
+        "at most `count - 1`, unique, not `__other__`. Unset: slots in order of first "
+        "appearance.")
+    warmup: PosInt | None = Field(
+        None,
+        description="Judge events per model used to fix the bin edges (`by = \"judge_loss\"` "
+        f"only; unset means {DEFAULT_BIN_WARMUP}). Warm-up units are audited at the suite's "
+        "`audit_rate`, feed the betting certificates as usual, and are not used by the "
+        "stratified interval.")
+    allocation: Literal["uniform", "proportional", "heuristic", "plugin", "cereval"] = Field(
+        "cereval",
+        description="How the label budget is spread over strata: `uniform` or `proportional` "
+        "(every stratum at rate `budget`), `heuristic` (StratPPI eq. 19-22 from the judge-loss "
+        "spread; needs graded judge losses), `plugin` (StratPPI eq. 19 with the labelled "
+        "residual spread) or `cereval` (minimises the Cer-Eval certified half-width).")
+    floor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        DEFAULT_FLOOR,
+        description="Minimum audit rate of every stratum, so no stratum is ever starved. In "
+        "(0, 1] and at most the budget.")
+    budget: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
+        None,
+        description="Overall audit rate: expected labels per judge event, in (0, 1]. Unset: "
+        "the suite's `audit_rate` (which must then be positive).")
+    refresh_every: PosInt = Field(
+        64,
+        description="Judge events between two recomputations of the per-stratum audit rates "
+        "(they are also recomputed after every stratified label). Integer >= 1.")
+    ppi_alpha: Prob = Field(
+        DEFAULT_PPI_ALPHA,
+        description="Miscoverage of the asymptotic StratPPI interval shown in STATE.json (0.1: "
+        "a 90% interval). Informative only: it is not a certificate. Strictly between 0 and 1.")
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -166,7 +263,7 @@ class StrataConfig(Section):
             if self.names is not None:
                 raise ValueError("names is only allowed with by = 'stratum'")
             if self.warmup is None:
-                self.warmup = 1000
+                self.warmup = DEFAULT_BIN_WARMUP
         elif self.warmup is not None:
             raise ValueError("warmup is only allowed with by = 'judge_loss'")
         if self.names is not None:

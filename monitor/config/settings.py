@@ -40,6 +40,8 @@ from pydantic import (
 
 from monitor.config.kafka import KafkaConfig
 from monitor.selection import SelectionSettings
+from monitor.stats.changepoint.detector import DEFAULT_P
+from monitor.stats.changepoint.drift import DEFAULT_DRIFT_HORIZON, DEFAULT_DRIFT_WARMUP
 
 # the certificate and strata sections are re-exported by the package (monitor.config), not here
 __all__ = [
@@ -53,6 +55,13 @@ __all__ = [
     "SuiteConfig",
 ]
 
+# the process-level sections live in monitor.config.runtime (re-exported here and by the package)
+from monitor.config.runtime import (
+    CheckpointConfig,
+    EventsConfig,
+    MetricsConfig,
+    SourceConfig,
+)
 from monitor.config.sections import (
     CertificateConfig,
     StrataConfig,
@@ -100,32 +109,109 @@ class SuiteConfig(_Section):
     ...
     """
 
-    name: _Name = "*"
-    models: Annotated[list[_Name], Field(min_length=1)] = ["*"]
-    audit_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
-    audit_salt: str = ""
-    label_requests: bool = True
-    multiplicity: Literal["none", "bonferroni", "fixed_sequence", "e_bh"] = "none"
-    family_size: _PosInt | None = None
-    max_pending: _PosInt = 100_000
-    pending_ttl_seconds: _PosFloat = 7 * 86400.0
-    max_orphans: _PosInt = 100_000
-    orphan_ttl_seconds: _PosFloat = 86400.0
-    dedupe_max_ids: _PosInt = 100_000
-    dedupe_ttl_seconds: _PosFloat = 86400.0
-    max_round_units: _PosInt = 200_000
-    # judge drift: two-sided e-detectors on the judge's bias (human - judge loss) and on its
-    # disagreement rate, each against a band frozen after a warm-up of labelled rounds; false
-    # alarms at most judge_drift_false_alarm per judge_drift_horizon rounds (split between them)
-    judge_drift: bool = True
-    judge_drift_warmup: Annotated[int, Field(ge=10)] = 500
-    judge_drift_false_alarm: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.02
-    judge_drift_horizon: _PosInt = 4500
-    certificates: list[CertificateConfig] = []
-    strata: StrataConfig | None = None
-    # Best-model selection (PULSE): mode = "selection" + [suites.selection]; None = monitor.
-    mode: Literal["monitor", "selection"] | None = None
-    selection: SelectionSettings | None = None
+    name: _Name = Field(
+        "*",
+        description="Suite name, or a glob (`*`, `?`, `[...]`) matched against each event's "
+        "`suite`. The first `[[suites]]` entry that matches configures the suite; events of "
+        "suites no entry matches are counted as unrouted.")
+    models: Annotated[list[_Name], Field(min_length=1)] = Field(
+        ["*"],
+        description="Model names or globs of this suite; events of other models are counted as "
+        "unrouted. At least one.")
+    audit_rate: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.05,
+        description="Probability that a judged unit is audited (sent for a human label) when "
+        "the judge event carries no `audit` flag: certmon decides with a salted hash of "
+        "(suite, model, example_id), reproducible in replays. In [0, 1]; 0 audits nothing.")
+    audit_salt: str = Field(
+        "",
+        description="Salt of the audit hash: changing it draws another audit sample. Keep it "
+        "fixed across restarts, or the audited sample changes.")
+    label_requests: bool = Field(
+        True,
+        description="Emit a label request (to `sinks.requests`) for each unit certmon audits "
+        "itself. False when another system asks humans for labels.")
+    multiplicity: Literal["none", "bonferroni", "fixed_sequence", "e_bh"] = Field(
+        "none",
+        description="How the suite's models and certificates share one error budget `delta`: "
+        "`none` (each pair at its own `delta`), `bonferroni` (each at `delta / family_size`; "
+        "models beyond the family are refused and listed as `refused_models`), "
+        "`fixed_sequence` (in the listed order, each at the full `delta`, certified only after "
+        "every earlier member) or `e_bh` (e-BH: false discovery rate over the certify "
+        "e-values).")
+    family_size: _PosInt | None = Field(
+        None,
+        description="Number of (model, certificate) pairs sharing the budget under "
+        "`bonferroni`. Unset: listed models x certificates; required when `models` holds a "
+        "glob. Integer >= 1, at least the listed models x certificates.")
+    max_pending: _PosInt = Field(
+        100_000,
+        description="Audited judge losses waiting for their label, at most (per suite). The "
+        "oldest is evicted beyond it and counted as `expired_pending` (its label is missing).")
+    pending_ttl_seconds: _PosFloat = Field(
+        7 * 86400.0,
+        description="Seconds of event time an audited unit waits for its label before it is "
+        "evicted as `expired_pending` (default: 7 days). Event time is the largest `ts` "
+        "accepted in the suite.")
+    max_orphans: _PosInt = Field(
+        100_000,
+        description="Labels waiting for their judge event, at most (per suite); beyond it the "
+        "oldest is evicted and counted as `expired_orphans`.")
+    orphan_ttl_seconds: _PosFloat = Field(
+        86400.0,
+        description="Seconds of event time a label waits for its judge event before it is "
+        "evicted as `expired_orphans` (default: one day).")
+    dedupe_max_ids: _PosInt = Field(
+        100_000,
+        description="Recent event ids (and judged / labelled units) remembered to recognise "
+        "duplicates, at most (per suite). A duplicate whose original has left this window, "
+        "and whose unit is neither pending, orphaned nor among the last `max_round_units` "
+        "rounded units, is not recognised.")
+    dedupe_ttl_seconds: _PosFloat = Field(
+        86400.0,
+        description="Seconds of event time an event id stays in the dedupe window (default: one "
+        "day).")
+    max_round_units: _PosInt = Field(
+        200_000,
+        description="Units already used in a round that are remembered (first in, first out), "
+        "so a late duplicate label or judge of such a unit is not used twice.")
+    judge_drift: bool = Field(
+        True,
+        description="Watch each model's judge for drift: two-sided e-detectors on the judge's "
+        "bias (human minus judge loss) and on its disagreement rate, each against a band "
+        "frozen after `judge_drift_warmup` labelled rounds; an alarm emits a `judge_drift` "
+        "alert. Certificates stay valid either way.")
+    judge_drift_warmup: Annotated[int, Field(ge=10)] = Field(
+        DEFAULT_DRIFT_WARMUP,
+        description="Labelled rounds per model observed before the judge-drift reference band "
+        "is frozen and monitoring starts. Integer >= 10; a drift during the warm-up is not "
+        "detected.")
+    judge_drift_false_alarm: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        DEFAULT_P,
+        description="Probability of a false judge-drift alarm within `judge_drift_horizon` "
+        "labelled rounds, split between the bias and disagreement detectors. Strictly between "
+        "0 and 1.")
+    judge_drift_horizon: _PosInt = Field(
+        DEFAULT_DRIFT_HORIZON,
+        description="Labelled rounds over which `judge_drift_false_alarm` bounds the "
+        "false-alarm probability of the judge-drift detectors. Integer >= 1.")
+    certificates: list[CertificateConfig] = Field(
+        [],
+        description="The suite's risk certificates (`[[suites.certificates]]`): at least one in "
+        "monitor mode, none in selection mode; names unique.")
+    strata: StrataConfig | None = Field(
+        None,
+        description="Stratification of the certified interval and of auditing "
+        "(`[suites.strata]`). Unset: one stratum, auditing at `audit_rate`.")
+    mode: Literal["monitor", "selection"] | None = Field(
+        None,
+        description="`selection` runs PULSE best-model identification over a fixed benchmark "
+        "(needs `[suites.selection]`, no certificates); unset or `monitor`: certificates on "
+        "live traffic.")
+    selection: SelectionSettings | None = Field(
+        None,
+        description="The benchmark and bandit of a selection suite (`[suites.selection]`, with "
+        "`mode = \"selection\"` only).")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -196,53 +282,6 @@ def _is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
 
 
-class CheckpointConfig(_Section):
-    """Where and how often to checkpoint (``dir`` unset: no checkpoints)."""
-
-    dir: str | None = None
-    key: _Name = "certmon"
-    every_events: _PosInt = 100_000
-    every_seconds: _PosFloat = 30.0
-
-
-class MetricsConfig(_Section):
-    """Prometheus endpoint (``monitor.metrics.server``; see ``SECURITY.md``).
-
-    ``host`` defaults to the loopback interface: containers set ``"0.0.0.0"`` explicitly.
-    ``workers`` threads answer at most ``max_connections`` connections at once (more are
-    closed at once); a connection idle for ``idle_timeout`` seconds is closed, and one that has
-    not delivered its whole request (TLS handshake, request line, headers) within
-    ``request_timeout`` seconds of reaching a worker is closed too, however it trickles (one
-    request per connection); ``/metrics``
-    is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
-    scrapers, and answered at most ``max_scrapes_per_second`` times per second on average
-    (excess scrapers wait; 0 disables the pacing). TLS with ``tls_cert_file`` and
-    ``tls_key_file``; basic auth with ``basic_auth_username`` and a password from
-    ``basic_auth_password_file`` or the ``CERTMON_METRICS_PASSWORD`` environment variable
-    (never from the config file).
-    ``detail = "shown"`` (default) exports the per-method series of each certificate's primary
-    method only and no ``certmon_rho_weight_ratio``; ``"full"`` every method and every rho
-    (about twice the series per model: the counts are in ``deploy/README.md``).
-    """
-
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 9108
-    workers: Annotated[int, Field(ge=1, le=64)] = 2
-    max_connections: Annotated[int, Field(ge=1, le=1024)] = 16
-    idle_timeout: _PosFloat = 5.0
-    request_timeout: _PosFloat = 3.0
-    min_scrape_interval: Annotated[float, Field(ge=0.0)] = 1.0
-    max_scrapes_per_second: Annotated[float, Field(ge=0.0)] = 10.0
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    basic_auth_username: str | None = None
-    basic_auth_password_file: str | None = None
-    # per-method / per-rho detail of the state series: "shown" (each certificate's primary
-    # method, no certmon_rho_weight_ratio) or "full" (every method, per rho)
-    detail: Literal["full", "shown"] = "shown"
-
-
 class AlertmanagerConfig(_Section):
     """Settings of the Alertmanager alert sink (``[sinks.alertmanager]``).
 
@@ -250,21 +289,38 @@ class AlertmanagerConfig(_Section):
     table only tunes the sink (see ``consumers.alertmanager.AlertmanagerSink``).
     """
 
-    grafana_url: str | None = None
-    resend_seconds: _PosFloat = 60.0
-    # how long an active alert outlives a silent certmon (endsAt = last send + lifetime); at
-    # least 4 re-sends; a violation pushed before a crash stays visible through the outage
-    lifetime_seconds: _PosFloat = 3600.0
-    timeout: _PosFloat = 5.0
-    # authentication as Prometheus configures it: basic auth or a bearer token, secrets
-    # from a file or the environment (CERTMON_ALERTMANAGER_PASSWORD / _BEARER_TOKEN) only
-    basic_auth_username: str | None = None
-    basic_auth_password_file: str | None = None
-    bearer_token_file: str | None = None
+    grafana_url: str | None = Field(
+        None,
+        description="Base URL of Grafana: each alert then links to the model's dashboard. "
+        "Unset: no dashboard link.")
+    resend_seconds: _PosFloat = Field(
+        60.0,
+        description="Seconds between two pushes of a still-active alert (Alertmanager forgets "
+        "alerts that are not re-sent).")
+    lifetime_seconds: _PosFloat = Field(
+        3600.0,
+        description="How long an active alert outlives a silent certmon (`endsAt` = last send + "
+        "lifetime), at least 4 re-sends: a violation pushed before a crash stays visible "
+        "through the outage.")
+    timeout: _PosFloat = Field(
+        5.0, description="Seconds to wait for Alertmanager's answer to one push (> 0).")
+    basic_auth_username: str | None = Field(
+        None,
+        description="User name of HTTP basic auth towards Alertmanager; the password comes "
+        "from `basic_auth_password_file` or `CERTMON_ALERTMANAGER_PASSWORD`. Unset: no basic "
+        "auth.")
+    basic_auth_password_file: str | None = Field(
+        None, description="File holding the basic-auth password.")
+    bearer_token_file: str | None = Field(
+        None,
+        description="File holding a bearer token (or set `CERTMON_ALERTMANAGER_BEARER_TOKEN`); "
+        "not together with basic auth.")
 
 
 class SinksConfig(_Section):
-    """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
+    """Output sinks: where alerts, label requests and dead letters go.
+
+    Each is ``"stdout"``, ``"stderr"``, ``"file:PATH"``, ``"kafka"`` or ``"none"``.
 
     Dead letters (rejected events: reason, detail, raw bytes, source position) go to stderr
     unless configured otherwise, so bad input is never silently lost; ``"none"`` drops them
@@ -275,10 +331,24 @@ class SinksConfig(_Section):
     ``["kafka", "alertmanager:http://alertmanager:9093"]``.
     """
 
-    alerts: str | Annotated[list[_Name], Field(min_length=1)] = "stdout"
-    requests: str = "none"
-    dead_letters: str = "stderr"
-    alertmanager: AlertmanagerConfig = AlertmanagerConfig()
+    alerts: str | Annotated[list[_Name], Field(min_length=1)] = Field(
+        "stdout",
+        description="Where alerts go: `stdout`, `stderr`, `file:PATH`, `none`, `kafka` (the "
+        "`kafka.topics.alerts` topic), `alertmanager:URL[,URL2...]` (Alertmanager's v2 API), "
+        "or a list of these (every alert goes to each).")
+    requests: str = Field(
+        "none",
+        description="Where label requests go (one per unit certmon audits itself, and the "
+        "evaluation requests of selection suites): `stdout`, `stderr`, `file:PATH`, `kafka` "
+        "or `none`.")
+    dead_letters: str = Field(
+        "stderr",
+        description="Where rejected events go (reason, detail, raw bytes, source position): "
+        "`stdout`, `stderr`, `file:PATH`, `kafka` or `none` (dropped, still counted in "
+        "`certmon_events_rejected_total`).")
+    alertmanager: AlertmanagerConfig = Field(
+        AlertmanagerConfig(),
+        description="Settings of the Alertmanager alert sink (`[sinks.alertmanager]`).")
 
     @property
     def alert_specs(self) -> list[str]:
@@ -286,59 +356,21 @@ class SinksConfig(_Section):
         return [self.alerts] if isinstance(self.alerts, str) else list(self.alerts)
 
 
-class SourceConfig(_Section):
-    """Input for ``certmon run``: a JSONL file (optionally followed), stdin, or Kafka."""
-
-    kind: Literal["file", "stdin", "kafka"] = "stdin"
-    path: str | None = None
-    follow: bool = False
-    poll_seconds: _PosFloat = 0.2
-    max_events_per_second: _PosFloat | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        if self.kind == "file" and not self.path:
-            raise ValueError("path is required when kind = 'file'")
-        return self
-
-
-class EventsConfig(_Section):
-    """Event validation limits.
-
-    ``max_ts_jump_seconds``: an event stamped more than this ahead of both its suite's
-    event time (the largest ``ts`` accepted) and the wall clock is dead-lettered as
-    ``implausible_ts`` instead of moving the event time, so one bad clock or forged event
-    cannot expire every pending join. Events that are not in the future (a suite silent for
-    longer than the bound, a replay of past data) are never refused by it.
-
-    Cardinality limits (state is created only by accepted events, and only within them):
-    ``max_id_bytes`` bounds the UTF-8 length of ``event_id``, ``example_id``, ``suite``,
-    ``model`` and ``stratum`` (a longer one is dead-lettered as ``id_too_long``: ids are kept
-    for dedupe, names become state keys and metric labels, a stratum is kept with every
-    pending audited unit); ``max_suites`` bounds the suites of one
-    engine (a Kafka partition, or the file runner), ``max_models_per_suite`` and
-    ``max_models`` the models of one suite and of the engine. An event that would create a
-    suite or a model beyond them is dead-lettered as ``too_many_suites`` /
-    ``too_many_models``. None of them is part of the checkpoint fingerprint: they only
-    decide what is dead-lettered, so they can be tuned across a restart (a restored state
-    above a lowered limit is kept; only new suites and models are refused).
-    """
-
-    max_bytes: _PosInt = 64 * 1024
-    max_ts_jump_seconds: _PosFloat = 30 * 86400.0
-    max_id_bytes: _PosInt = 256
-    max_suites: _PosInt = 10_000
-    max_models_per_suite: _PosInt = 100_000
-    max_models: _PosInt = 100_000
-
-
 class CertmonConfig(_Section):
     """The whole configuration."""
 
-    suites: Annotated[list[SuiteConfig], Field(min_length=1)]
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    metrics: MetricsConfig = MetricsConfig()
-    sinks: SinksConfig = SinksConfig()
-    source: SourceConfig = SourceConfig()
-    events: EventsConfig = EventsConfig()
-    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    suites: Annotated[list[SuiteConfig], Field(min_length=1)] = Field(
+        description="The suites (`[[suites]]`), at least one; an event goes to the first whose "
+        "`name` matches its suite.")
+    checkpoint: CheckpointConfig = Field(
+        CheckpointConfig(), description="Local checkpoints (`[checkpoint]`).")
+    metrics: MetricsConfig = Field(
+        MetricsConfig(), description="The Prometheus endpoint (`[metrics]`).")
+    sinks: SinksConfig = Field(
+        SinksConfig(), description="Output sinks (`[sinks]`).")
+    source: SourceConfig = Field(
+        SourceConfig(), description="Input of `certmon run` (`[source]`).")
+    events: EventsConfig = Field(
+        EventsConfig(), description="Event validation limits (`[events]`).")
+    kafka: KafkaConfig = Field(
+        default_factory=KafkaConfig, description="Kafka source, sinks and checkpoints (`[kafka]`).")

@@ -29,6 +29,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry
 
+from monitor.config.runtime import MetricsConfig
 from monitor.errors import CertmonError
 from monitor.metrics.exposition import metrics_app
 
@@ -37,6 +38,11 @@ __all__ = ["MetricsLimits", "ScrapePacer", "limits_from_config", "serve_metrics"
 
 _StartResponse = Callable[..., Any]
 _App = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
+
+
+def _default(key: str) -> Any:
+    """Return the default of ``[metrics] key`` (defined once, in :mod:`monitor.config.runtime`)."""
+    return MetricsConfig.model_fields[key].default
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +55,12 @@ class MetricsLimits:
     16
     """
 
-    workers: int = 2
-    max_connections: int = 16
-    idle_timeout: float = 5.0
-    request_timeout: float = 3.0  # whole TLS handshake + request line + headers
-    min_scrape_interval: float = 1.0
-    max_scrapes_per_second: float = 10.0  # 0: unlimited
+    workers: int = _default("workers")
+    max_connections: int = _default("max_connections")
+    idle_timeout: float = _default("idle_timeout")
+    request_timeout: float = _default("request_timeout")  # TLS handshake + request line + headers
+    min_scrape_interval: float = _default("min_scrape_interval")
+    max_scrapes_per_second: float = _default("max_scrapes_per_second")  # 0: unlimited
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth: tuple[str, str] | None = None  # (username, password)

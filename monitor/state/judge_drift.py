@@ -36,7 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.stats.changepoint.drift import DriftDetector
+from monitor.stats.changepoint.detector import DEFAULT_P
+from monitor.stats.changepoint.drift import (
+    DEFAULT_DRIFT_HORIZON,
+    DEFAULT_DRIFT_WARMUP,
+    DriftDetector,
+)
 
 __all__ = ["JudgeDrift"]
 
@@ -50,7 +55,8 @@ class JudgeDrift:
     alarms: int = 0
 
     @classmethod
-    def new(cls, warmup: int = 500, p: float = 0.02, horizon: int = 4500) -> JudgeDrift:
+    def new(cls, warmup: int = DEFAULT_DRIFT_WARMUP, p: float = DEFAULT_P,
+            horizon: int = DEFAULT_DRIFT_HORIZON) -> JudgeDrift:
         """Detectors splitting the false-alarm budget ``p`` over ``horizon`` rounds."""
         q = p / 4.0
         return cls(DriftDetector(-1.0, 1.0, warmup=warmup, delta_ref=q, p=q, horizon=horizon),

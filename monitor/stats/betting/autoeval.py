@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.bets import DEFAULT_RHOS, BetConfig, Side
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.plugin_bounds import worst_human
@@ -43,7 +43,7 @@ Method = Literal["r_eval", "r_autoeval", "r_autoeval_plus"]
 _STATE_KIND = "certmon.AutoEvalTest"
 
 
-def method_rhos(method: Method, n_rhos: int = 10) -> np.ndarray:
+def method_rhos(method: Method, n_rhos: int = DEFAULT_RHOS) -> np.ndarray:
     """Reliance factors of a method: ``[0]``, ``[1]`` or ``n_rhos`` uniform points of [0, 1].
 
     Examples

@@ -30,6 +30,9 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_CAP",
+    "DEFAULT_CS_GRID",
+    "DEFAULT_RHOS",
+    "DEFAULT_UP_GRID",
     "RULES",
     "BetConfig",
     "Rule",
@@ -44,6 +47,12 @@ __all__ = [
 Rule = Literal["plugin_up", "wsr", "up"]
 RULES: tuple[Rule, ...] = ("plugin_up", "wsr", "up")
 DEFAULT_CAP: dict[str, float] = {"plugin_up": 0.95, "wsr": 0.5, "up": 0.5}
+DEFAULT_UP_GRID = 1000
+"""Cells of the universal portfolio's bet grid (``BetConfig.up_grid``)."""
+DEFAULT_RHOS = 10
+"""Reliance factors ``rho`` mixed by ``r_autoeval_plus`` (uniform points of [0, 1])."""
+DEFAULT_CS_GRID = 1000
+"""Resolution of the confidence sequence: bounds are multiples of ``1 / DEFAULT_CS_GRID``."""
 Side = Literal["certify", "violate"]
 
 
@@ -99,7 +108,7 @@ class BetConfig:
     up_grid: int
 
     def __init__(self, rule: Rule = "plugin_up", c: float | None = None,
-                 horizon: int | None = None, up_grid: int = 1000) -> None:
+                 horizon: int | None = None, up_grid: int = DEFAULT_UP_GRID) -> None:
         if rule not in RULES:
             raise ValueError(f"BetConfig.rule must be one of {RULES}, got {rule!r}")
         if c is None:

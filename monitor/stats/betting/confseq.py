@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.betting.bets import BetConfig, up_grid
+from monitor.stats.betting.bets import DEFAULT_CS_GRID, BetConfig, up_grid
 from monitor.stats.betting.grid_wealth import (
     apply_wsr_bets,
     bet_caps,
@@ -148,7 +148,7 @@ class HedgedConfidenceSequence:
     """
 
     def __init__(
-        self, delta: float, rhos: npt.ArrayLike, bet: BetConfig, grid_size: int = 1000
+        self, delta: float, rhos: npt.ArrayLike, bet: BetConfig, grid_size: int = DEFAULT_CS_GRID
     ) -> None:
         if isinstance(delta, bool) or not isinstance(delta, (int, float)):
             raise ValueError(f"delta must be a float in (0, 1), got {delta!r}")

@@ -18,7 +18,7 @@ from monitor.stats.betting.autoeval import (
     check_round,
     method_rhos,
 )
-from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
 
 __all__ = ["CS_KINDS", "METHODS", "Interval", "RiskMonitor", "Status", "check_cs_kind",
            "check_level"]
@@ -154,8 +154,8 @@ class RiskMonitor:
         delta: float,
         method: str,
         bet: BetConfig,
-        n_rhos: int = 10,
-        cs_grid: int | None = 1000,
+        n_rhos: int = DEFAULT_RHOS,
+        cs_grid: int | None = DEFAULT_CS_GRID,
         threshold_delta: float | None = None,
         cs_kind: str = "bernstein",
     ) -> None:

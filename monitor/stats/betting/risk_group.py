@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from monitor.stats.betting.autoeval import AutoEvalTest, check_round, method_rhos
-from monitor.stats.betting.bets import BetConfig, Side
+from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig, Side
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
@@ -188,7 +188,7 @@ class CertificateGroup:
     """
 
     def __init__(self, alpha: float, delta: float, methods: Sequence[str], bet: BetConfig,
-                 n_rhos: int = 10, cs_grid: int | None = 1000,
+                 n_rhos: int = DEFAULT_RHOS, cs_grid: int | None = DEFAULT_CS_GRID,
                  threshold_delta: float | None = None, cs_kind: str = "bernstein") -> None:
         self._alpha = check_level("alpha", alpha)
         self._delta = check_level("delta", delta)

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.stats.cereval.bernstein import bernstein_radius
 
 __all__ = [
+    "DEFAULT_BIN_WARMUP",
     "JudgeLossBins",
     "KnnFit",
     "LabelStrata",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 OTHER = "__other__"
+DEFAULT_BIN_WARMUP = 1000
+"""Judge losses used to estimate the equal-mass bin edges before they are frozen."""
 
 
 class LabelStrata:
@@ -130,7 +133,7 @@ class JudgeLossBins:
     [0, 0, 1, 3]
     """
 
-    def __init__(self, n_bins: int, warmup: int = 1000) -> None:
+    def __init__(self, n_bins: int, warmup: int = DEFAULT_BIN_WARMUP) -> None:
         if n_bins < 1 or warmup < 1:
             raise ValueError("n_bins and warmup must be >= 1")
         self._k = int(n_bins)

@@ -33,6 +33,8 @@ from monitor.stats.changepoint.rounds import advance as _advance_round
 from monitor.stats.changepoint.rounds import as_views, round_views
 
 __all__ = [
+    "DEFAULT_HORIZON",
+    "DEFAULT_P",
     "TOLERANCE",
     "FloatArray",
     "IntArray",

@@ -30,13 +30,22 @@ from monitor.stats.changepoint.detector import (
     threshold_from,
 )
 
-__all__ = ["DriftDetector", "eb_band", "run_drift_batch"]
+__all__ = [
+    "DEFAULT_DRIFT_HORIZON",
+    "DEFAULT_DRIFT_P",
+    "DEFAULT_DRIFT_WARMUP",
+    "DriftDetector",
+    "eb_band",
+    "run_drift_batch",
+]
 
 _KIND = "certmon.DriftDetector"
 _CAP = 0.75  # largest warm-up bet (the paper uses 1/2 or 3/4)
 
 DEFAULT_DRIFT_P = 0.01
 DEFAULT_DRIFT_HORIZON = 4500
+DEFAULT_DRIFT_WARMUP = 500
+"""Labelled rounds observed before the reference band is frozen."""
 
 
 def _psi(lam: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
@@ -157,7 +166,7 @@ class DriftDetector:
         lo: float = -1.0,
         hi: float = 1.0,
         *,
-        warmup: int = 500,
+        warmup: int = DEFAULT_DRIFT_WARMUP,
         delta_ref: float = 0.01,
         kind: Kind = "sr",
         arl: float | None = None,
@@ -402,7 +411,7 @@ def run_drift_batch(
     lo: float = -1.0,
     hi: float = 1.0,
     *,
-    warmup: int = 500,
+    warmup: int = DEFAULT_DRIFT_WARMUP,
     delta_ref: float = 0.01,
     kind: Kind = "sr",
     arl: float | None = None,

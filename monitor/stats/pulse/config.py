@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats.pulse.aipw_plan import LambdaRule
 
-__all__ = ["Method", "SelectionConfig", "ucb_index"]
+__all__ = ["DEFAULTS", "Method", "SelectionConfig", "ucb_index"]
 
 FloatArray = NDArray[np.float64]
 Method = Literal["pulse", "ucbe", "naive"]
@@ -68,7 +68,7 @@ class SelectionConfig:
     """
 
     method: Method = "pulse"
-    batch_size: int = 64
+    batch_size: int = 32
     budget: int | None = None
     init_pulls: int = 1
     exploration: float = 1.0
@@ -101,6 +101,10 @@ class SelectionConfig:
     def from_dict(cls, d: dict[str, Any]) -> SelectionConfig:
         """Inverse of :meth:`to_dict`."""
         return cls(**d)
+
+
+DEFAULTS = SelectionConfig()
+"""The default parameters (the ``[suites.selection]`` section takes its defaults from here)."""
 
 
 def ucb_index(estimates: ArrayLike, n_observed: ArrayLike, exploration: float) -> FloatArray:

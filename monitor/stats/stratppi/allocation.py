@@ -11,9 +11,17 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["audit_rates", "heuristic_sd", "optimal_allocation", "proportional_allocation"]
+__all__ = [
+    "DEFAULT_FLOOR",
+    "audit_rates",
+    "heuristic_sd",
+    "optimal_allocation",
+    "proportional_allocation",
+]
 
 F64 = NDArray[np.float64]
+DEFAULT_FLOOR = 0.01
+"""Smallest audit rate of any stratum, so that no stratum is ever starved of labels."""
 
 
 def proportional_allocation(weights: ArrayLike) -> F64:
@@ -111,7 +119,10 @@ def heuristic_sd(
 
 
 def audit_rates(
-    allocation: ArrayLike, traffic_share: ArrayLike, budget_rate: float, floor: float = 0.01
+    allocation: ArrayLike,
+    traffic_share: ArrayLike,
+    budget_rate: float,
+    floor: float = DEFAULT_FLOOR,
 ) -> F64:
     """Per-stratum audit probabilities that realize a label allocation within a label budget.
 

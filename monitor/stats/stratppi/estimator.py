@@ -23,7 +23,10 @@ from monitor.stats.stratppi.allocation import (
     proportional_allocation,
 )
 
-__all__ = ["StratifiedPPIMean", "ppi_lambda", "stratified_ppi"]
+__all__ = ["DEFAULT_PPI_ALPHA", "StratifiedPPIMean", "ppi_lambda", "stratified_ppi"]
+
+DEFAULT_PPI_ALPHA = 0.1
+"""Miscoverage of the asymptotic StratPPI interval (a 90% interval)."""
 
 F64 = NDArray[np.float64]
 
@@ -178,7 +181,7 @@ class StratifiedPPIMean:
     _LAB = ("n", "my", "mf", "m2y", "m2f", "cyf")
     _UNL = ("N", "mfu", "m2fu")
 
-    def __init__(self, n_strata: int, alpha: float = 0.1,
+    def __init__(self, n_strata: int, alpha: float = DEFAULT_PPI_ALPHA,
                  weights: Sequence[float] | None = None) -> None:
         if n_strata < 1:
             raise ValueError(f"n_strata must be >= 1, got {n_strata}")
