@@ -183,8 +183,7 @@ class SuiteState:
         model.pending_units += 1
         for k, p in self.join.add_pending(key, unit):
             self._expired_pending(k, p, ev.ts, alerts)
-        if unit.position >= 0:
-            self._claim(model, ev.ts, alerts)
+        # (no claim here: a unit waiting at its worst label only lowers the claimed wealth)
         if ev.audit is None and self.audit.requests:
             req = label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts,
                                 ev.stratum)

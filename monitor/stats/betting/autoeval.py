@@ -326,13 +326,12 @@ class AutoEvalTest:
         log factors are bounded below by ``terms`` (:meth:`bound_terms`, summed); if it sets a
         new maximum at or above the threshold, the test has crossed (at the applied rounds).
         """
-        if self._pl is None:
-            return
-        log_e = self._pl.log_wealth_with(terms)
-        if log_e > self._max_log_e:
+        if self._pl is None or self._crossed is not None:
+            return  # a crossing is final: nothing more to claim
+        log_e = self._pl.log_wealth_with(terms, self._log_threshold)
+        if log_e > self._max_log_e and log_e >= self._log_threshold:  # else maybe a bound
             self._max_log_e = log_e
-            if self._crossed is None and log_e >= self._log_threshold:
-                self._crossed = self.rounds
+            self._crossed = self.rounds
 
     def _update_max(self, log_e: float) -> None:
         self._log_e_cache = log_e

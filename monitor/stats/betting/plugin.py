@@ -46,6 +46,7 @@ _STATE_KIND = "certmon.PlugInEProcess"
 CELLS = 8
 EXT_RATIO = math.sqrt(2.0)
 EXT_WEIGHT = 0.25
+_MAX_BOUNDS = 4096  # cached bound_terms results per configuration
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
@@ -118,7 +119,8 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_lam", "_log_e", "_off", "_plug",
+    __slots__ = ("_alpha", "_bet", "_bets", "_bounds", "_c", "_delta", "_lam", "_log_e", "_off",
+                 "_plug",
                  "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn", "_side", "_since",
                  "_sums", "_u")  # one per test and model: no per-instance dict
 
@@ -153,6 +155,9 @@ class PlugInEProcess:
             if w[-1] == 0.0:
                 lam, w = lam[:-1], w[:-1]
         self._lam = lam
+        # bound_terms results by (label, shift): a pure function of the configuration, shared
+        # with spawned processes (bounded: cleared when full)
+        self._bounds: dict[tuple[float | None, float], list[float]] = {}
         # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
         # is ref + log(sum u) (renormalised before it can over- or underflow)
         self._prior = list(w)
@@ -184,6 +189,7 @@ class PlugInEProcess:
         new._side, new._bet = self._side, self._bet
         new._c, new._rhos, new._plug, new._sgn = self._c, self._rhos, self._plug, self._sgn
         new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
+        new._bounds = self._bounds
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
         new._since, new._log_e = self._since, self._log_e
         new._u = list(self._u)  # state: replaced every round, copied to be safe
@@ -302,11 +308,20 @@ class PlugInEProcess:
         one, or any value in [0, 1] for a plug-in reliance (it depends on earlier rounds not
         yet applied). See :mod:`monitor.stats.betting.plugin_bounds`.
         """
-        return worst_log_factors(self._alpha, self._side, self._lam, self._c, human,
-                                 None if self._plug else self._rhos[0], shift)
+        key = (human, shift)
+        terms = self._bounds.get(key)
+        if terms is None:
+            if len(self._bounds) >= _MAX_BOUNDS:
+                self._bounds.clear()
+            terms = self._bounds[key] = worst_log_factors(
+                self._alpha, self._side, self._lam, self._c, human,
+                None if self._plug else self._rhos[0], shift)
+        return terms
 
-    def log_wealth_with(self, terms: Sequence[float]) -> float:
+    def log_wealth_with(self, terms: Sequence[float], floor: float = -math.inf) -> float:
         """Log wealth of the mixture if each cell ``k`` also took the log factor ``terms[k]``.
+
+        A result below ``floor`` may be returned as an upper bound of it instead (cheaper).
 
         Examples
         --------
@@ -315,6 +330,8 @@ class PlugInEProcess:
         True
         """
         m = max(terms)
+        if self._log_e + m < floor:  # log sum u_k e^{t_k} <= log sum u_k + max t
+            return self._log_e + m
         exp = math.exp
         total = sum([u * exp(t - m) for u, t in zip(self._u, terms, strict=True)])
         return -math.inf if total <= 0.0 else self._ref + m + math.log(total)
