@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -42,11 +43,13 @@ from prometheus_client import CollectorRegistry
 
 from consumers.kafka.source import KafkaRunner
 from consumers.kafka.topics import ensure_topics
-from consumers.testing.kafka_broker import KAFKA_VERSION, KafkaBroker, fetch_kafka
 from monitor.config import parse_config
 from monitor.engine import Engine
 from monitor.metrics import OperationalMetrics
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from tests.support.kafka_broker import KAFKA_VERSION, KafkaBroker, fetch_kafka
 
 ROOT = Path(__file__).resolve().parents[1]
 

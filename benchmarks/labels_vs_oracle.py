@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from monitor.stats.betting.bets import BetConfig, up_grid, wsr_scale
-from monitor.stats.betting.plugin_batch import PlugInBatch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from tests.support.plugin_batch import PlugInBatch
 
 ALPHA, RISK, R = 0.12, 0.1, 10
 GAMMAS = (0.99, 0.9, 0.7)

@@ -8,4 +8,4 @@
 # State (pid, ports, data) lives in $CERTMON_KAFKA_STATE (default ~/.cache/certmon/kafka/dev-broker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python3 -m consumers.testing.kafka_broker_cli "$@"
+exec python3 -m tests.support.kafka_broker_cli "$@"

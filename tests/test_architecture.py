@@ -9,6 +9,7 @@ Rules (README, "Architecture"):
   ``TYPE_CHECKING`` aside; imports inside functions count);
 - no private name (``_x``) imported from another module, and no private attribute of an object
   other than ``self`` / ``cls`` touched unless the module itself defines that name.
+- nothing installed imports the test-only code (``tests``, e.g. ``tests/support``).
 
 An ast-based test instead of ``import-linter``: no extra dependency, the private-name rules are
 not expressible there, and ``TYPE_CHECKING`` blocks are handled explicitly.
@@ -110,6 +111,15 @@ def test_method_families_import_only_what_they_name() -> None:
                 if other not in {fam, "multiplicity"} | FAMILY_DEPS[fam]:
                     bad.append(f"{path.relative_to(ROOT)}:{line} ({fam}) imports {mod}")
     assert not bad, "\n".join(bad)
+
+
+def test_installed_packages_do_not_import_test_code() -> None:
+    """The wheel holds ``monitor`` and ``consumers`` only: test-only code lives in
+    ``tests/support`` and nothing installed may import it."""
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {mod}"
+           for name, path in FILES.items() for mod, _, line in imports(path, name)
+           if mod.split(".")[0] == "tests"]
+    assert not bad, "installed code imports tests:\n" + "\n".join(bad)
 
 
 def test_every_package_says_what_lives_there() -> None:

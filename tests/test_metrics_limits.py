@@ -8,7 +8,6 @@ import resource
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -32,6 +31,7 @@ from monitor.metrics import (
     stop_metrics,
 )
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
+from tests.support.processes import certmon_command, free_port, listening_port
 
 MINIMAL = "[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\n"
 
@@ -232,17 +232,11 @@ def test_tls(tmp_path: Path) -> None:
 
 
 def test_busy_port_is_one_clear_line() -> None:
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    port = holder.getsockname()[1]
-    try:
+    with listening_port() as port:
         with pytest.raises(CertmonError) as err:
             serve_metrics(CollectorRegistry(), "127.0.0.1", port)
         assert str(err.value).startswith(f"cannot serve metrics on 127.0.0.1:{port}: ")
         assert "\n" not in str(err.value)
-    finally:
-        holder.close()
 
 
 CONFIG = """
@@ -279,13 +273,10 @@ def test_idle_connections_do_not_stop_certmon_run(tmp_path: Path) -> None:
     spec = SimulationSpec(models=(SimModel("a", 0.03, 0.95),), examples=6000, audit_rate=0.2)
     ev = tmp_path / "ev.jsonl"
     ev.write_bytes(b"".join(iter_jsonl(spec, np.random.default_rng(1))))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG.format(ck=tmp_path / "ck", ev=ev, port=port))
-    exe = shutil.which("certmon")
-    cmd = [exe] if exe else [sys.executable, "-m", "consumers.cli"]
+    cmd = certmon_command()
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))

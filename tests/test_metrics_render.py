@@ -1,8 +1,9 @@
 """The state families rendered as text (monitor/metrics/render.py, collector.py, exposition.py).
 
 With ``detail = "full"`` the exposition must be byte for byte the one of the collector before
-the renderer (``tests/metrics_reference.py``), in both formats; ``"shown"`` must be exactly the
-primary-method subset of it; the per-model series counts must match deploy/README.md.
+the renderer (``tests/support/metrics_reference.py``), in both formats; ``"shown"`` must be
+exactly the primary-method subset of it; the per-model series counts must match
+deploy/README.md.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from monitor.errors import ConfigError
 from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
 from monitor.metrics.exposition import encode
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
-from tests import metrics_reference
+from tests.support import metrics_reference
 from tests.test_metrics import make_state
 from tests.test_strata_metrics import CONFIG as STRATA_CONFIG
 

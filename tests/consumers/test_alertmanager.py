@@ -3,8 +3,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from consumers.alertmanager import AlertmanagerSink, alert_labels
+from tests.support.processes import free_port, kill9, start_daemon
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -226,13 +225,6 @@ def _find_alertmanager() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
@@ -247,32 +239,17 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("alertmanager not installed")
     workdir: Path = tmp_path_factory.mktemp("alertmanager")
     config = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager" / "alertmanager.yml"
-    port = _free_port()
-    log = open(workdir / "am.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_daemon(
         [binary, f"--config.file={config}", f"--storage.path={workdir}",
          f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
          "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+        workdir / "am.log", base + "/-/ready", timeout=20)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(base + "/-/ready", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail("alertmanager did not start: "
-                                + (workdir / "am.log").read_text()[-2000:])
-                time.sleep(0.1)
         yield base
     finally:
-        proc.kill()
-        proc.wait(10)
-        log.close()
+        kill9(proc)
 
 
 def _alerts(base: str) -> list[dict[str, Any]]:

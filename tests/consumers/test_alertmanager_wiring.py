@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from monitor.config import parse_config
 from monitor.errors import ConfigError, SinkError
 from monitor.sinks import MemorySink, NullSink
 from tests.consumers import test_alertmanager as am_support
+from tests.support.processes import certmon_command
 
 alertmanager = am_support.alertmanager  # the module-scoped real Alertmanager fixture
 
@@ -172,13 +171,8 @@ def test_deploy_configs_push_to_alertmanager() -> None:
 # ----------------------------------------------------------------------------- integration
 
 
-def _certmon() -> list[str]:
-    exe = shutil.which("certmon")
-    return [exe] if exe else [sys.executable, "-m", "consumers.cli"]
-
-
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*_certmon(), *args], cwd=cwd, capture_output=True, text=True,
+    proc = subprocess.run([*certmon_command(), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.returncode == 0, f"certmon {args} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from consumers.cli import main
+from tests.support.processes import listening_port
 
 CONFIG = """
 [[suites]]
@@ -141,17 +141,11 @@ def test_errors_one_line_exit_2(tmp_path: Path, setup: tuple[Path, Path], args: 
 
 
 def test_demo_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    busy = socket.socket()
-    busy.bind(("127.0.0.1", 0))
-    busy.listen()
-    port = busy.getsockname()[1]
-    try:
+    with listening_port() as port:
         # the configured port is busy: the demo moves (and says so); an explicit --port that
         # is busy fails instead (tests/consumers/test_cli_truths.py)
         rc = main(["demo", "--set", f"metrics.port={port}", "--rate", "0", "--max-events",
                    "4000", "--state-out", str(tmp_path / "s.json")])
-    finally:
-        busy.close()
     assert rc == 0
     out = capsys.readouterr().out
     assert f"port {port} is busy; using port" in out

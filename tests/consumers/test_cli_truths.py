@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import threading
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from consumers.cli import build_parser, main
 from monitor.metrics.operational import package_version
 from tests.consumers.test_cli import CONFIG
+from tests.support.processes import listening_port
 
 OTHER_SUITE = CONFIG.replace('name = "*"', 'name = "other"', 1)
 
@@ -146,14 +146,8 @@ def test_every_option_has_help() -> None:
 
 def test_demo_busy_port_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                       ) -> None:
-    busy = socket.socket()
-    busy.bind(("127.0.0.1", 0))
-    busy.listen()
-    port = busy.getsockname()[1]
-    try:
+    with listening_port() as port:
         rc = main(["demo", "--port", str(port), "--rate", "0", "--max-events", "2000"])
-    finally:
-        busy.close()
     assert rc == 2
     err = capsys.readouterr().err
     assert err.startswith(f"certmon: error: cannot serve metrics on 127.0.0.1:{port}")

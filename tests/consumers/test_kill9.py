@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from monitor.config import load_config
 from monitor.engine import Engine
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
+from tests.support.processes import certmon_command
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +54,6 @@ alerts = "file:{alerts}"
 requests = "none"
 dead_letters = "none"
 """
-
-
-def certmon() -> list[str]:
-    exe = shutil.which("certmon")
-    return [exe] if exe else [sys.executable, "-m", "consumers.cli"]
 
 
 def make_inputs(tmp: Path) -> tuple[Path, Path, list[bytes]]:
@@ -117,8 +111,8 @@ def test_kill9_certmon_run(tmp_path: Path) -> None:
     cfg, _, lines = make_inputs(tmp_path)
     expected, alerts = reference(cfg, lines)
     state = tmp_path / "STATE.json"
-    killed = run_with_kills([*certmon(), "run", "--config", str(cfg), "--state-out", str(state)],
-                            tmp_path / "ck" / "certmon.ckpt.json", kills=3, seed=1)
+    killed = run_with_kills([*certmon_command(), "run", "--config", str(cfg), "--state-out",
+                             str(state)], tmp_path / "ck" / "certmon.ckpt.json", kills=3, seed=1)
     assert killed >= 2
     assert state.read_bytes() == expected
     assert json.loads(expected)["counters"]["events_in"] == len(lines)
@@ -129,7 +123,7 @@ def test_kill9_certmon_replay_checkpoint_dir(tmp_path: Path) -> None:
     cfg, ev, lines = make_inputs(tmp_path)
     expected, alerts = reference(cfg, lines)
     state = tmp_path / "STATE.json"
-    cmd = [*certmon(), "replay", "--config", str(cfg), "--input", str(ev), "--state-out",
+    cmd = [*certmon_command(), "replay", "--config", str(cfg), "--input", str(ev), "--state-out",
            str(state), "--checkpoint-dir", str(tmp_path / "ck"), "--quiet"]
     killed = run_with_kills(cmd, tmp_path / "ck" / "certmon.ckpt.json", kills=3, seed=2)
     assert killed >= 2
@@ -140,8 +134,8 @@ def test_kill9_certmon_replay_checkpoint_dir(tmp_path: Path) -> None:
 def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
     cfg, _, lines = make_inputs(tmp_path)
     state = tmp_path / "STATE.json"
-    proc = subprocess.Popen([*certmon(), "run", "--config", str(cfg), "--state-out", str(state),
-                             "--set", "source.follow=true", "--set",
+    proc = subprocess.Popen([*certmon_command(), "run", "--config", str(cfg), "--state-out",
+                             str(state), "--set", "source.follow=true", "--set",
                              "source.max_events_per_second=1e9"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ckpt = tmp_path / "ck" / "certmon.ckpt.json"

@@ -73,6 +73,7 @@ def labels_to_precision(allocation: str, seed: int, eps: float = 0.06,
     raise AssertionError(f"{allocation}: precision {eps} not reached in {examples} examples")
 
 
+@pytest.mark.statistical
 def test_adaptive_allocation_needs_fewer_labels_than_uniform() -> None:
     ratios = []
     for seed in (1, 2, 3):

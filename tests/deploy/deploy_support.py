@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from monitor.config import parse_config
 from monitor.engine import Engine
 from monitor.metrics import OperationalMetrics, StateCollector, serve_metrics, stop_metrics
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
+from tests.support.processes import free_port, log_tail, start_logged, stop
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARDS = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
@@ -192,41 +192,6 @@ def find_tool(name: str) -> str:
     pytest.skip(message)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes] | None, timeout: float,
-              log: Path | None = None) -> None:
-    """Wait until ``url`` answers 200, failing early if ``proc`` died."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
-            pytest.fail(f"{url} not ready (exit={proc.poll() if proc else None}): {tail}")
-        time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate a process we started, then kill it if it does not exit."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 def _cli_available() -> bool:
     return importlib.util.find_spec("consumers.cli") is not None and (
         shutil.which("certmon") is not None)
@@ -252,8 +217,8 @@ def wait_processed(url: str, expected: dict[str, Any], proc: subprocess.Popen[by
         except OSError as exc:
             last = exc
         time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
-    raise AssertionError(f"certmon did not process the stream: {last!r} != {want!r}\n{tail}")
+    raise AssertionError(
+        f"certmon did not process the stream: {last!r} != {want!r}\n{log_tail(log)}")
 
 
 def start_certmon(workdir: Path) -> CertmonEndpoint:
@@ -295,21 +260,12 @@ requests = "none"
 dead_letters = "file:{workdir / 'dead.jsonl'}"
 """)
     log_path = workdir / "certmon.log"
-    log = open(log_path, "wb")  # noqa: SIM115
     certmon = shutil.which("certmon") or "certmon"
-    proc = subprocess.Popen([certmon, "run", "--config", str(config)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
+    proc = start_logged([certmon, "run", "--config", str(config)], log_path, cwd=workdir)
     url = f"http://127.0.0.1:{port}/metrics"
 
     def close() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        log.close()
+        stop(proc, timeout=10)
 
     try:
         wait_processed(url, state, proc, log_path)

@@ -22,12 +22,11 @@ C. ``kill -9`` again, then restart with no new input: the alerts of the restored
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,10 @@ from tests.deploy.deploy_support import (
     DEPLOY,
     expected_state,
     find_tool,
-    free_port,
     scrape,
     simulated_events,
-    stop,
-    wait_http,
 )
+from tests.support.processes import free_port, kill9, start_daemon, start_logged, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -58,14 +55,12 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
     binary = find_tool("alertmanager")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with open(tmp_path / "am.log", "wb") as log:
-        proc = subprocess.Popen(
-            [binary, f"--config.file={DEPLOY / 'alertmanager' / 'alertmanager.yml'}",
-             f"--storage.path={tmp_path / 'am'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--cluster.listen-address=", "--log.level=warn"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = start_daemon(
+        [binary, f"--config.file={DEPLOY / 'alertmanager' / 'alertmanager.yml'}",
+         f"--storage.path={tmp_path / 'am'}", f"--web.listen-address=127.0.0.1:{port}",
+         "--cluster.listen-address=", "--log.level=warn"],
+        tmp_path / "am.log", base + "/-/ready")
     try:
-        wait_http(base + "/-/ready", proc, timeout=30, log=tmp_path / "am.log")
         yield base
     finally:
         stop(proc)
@@ -88,13 +83,6 @@ def by_key(alerts: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str,
     for alert in alerts:
         out.setdefault((alert["labels"]["alertname"], alert["labels"]["model"]), []).append(alert)
     return out
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def write_config(workdir: Path, am: str, every_seconds: float, port: int | None = None) -> Path:
@@ -123,14 +111,7 @@ dead_letters = "none"
 
 
 def start(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        return subprocess.Popen(["certmon", "run", "--config", str(config)], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-
-def kill9(proc: subprocess.Popen[bytes]) -> None:
-    os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(10) == -signal.SIGKILL
+    return start_logged(["certmon", "run", "--config", str(config)], log)
 
 
 def checkpoint_line(workdir: Path) -> int:
@@ -159,7 +140,7 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
     try:
         wait_until(lambda: VIOLATED in by_key(certmon_alerts(am)), "the pushed violation")
     finally:
-        kill9(proc)
+        assert kill9(proc) == -signal.SIGKILL
     killed_at = time.time()
     assert checkpoint_line(tmp_path) == -1, "phase A must crash before any checkpoint"
     time.sleep(2.0)  # certmon is down: nothing re-sends
@@ -194,7 +175,7 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
         assert again["startsAt"] == first["startsAt"]  # merged into the alert already held
         assert parse_time(again["endsAt"]) >= ends_a
     finally:
-        kill9(proc)  # C. the checkpoint now holds both certificates' states
+        assert kill9(proc) == -signal.SIGKILL  # C. the checkpoint holds both certificates' states
 
     # C. restart with no new input: the restored state's alerts are pushed again at start-up
     before = by_key(certmon_alerts(am))

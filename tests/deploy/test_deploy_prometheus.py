@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -19,12 +18,10 @@ from tests.deploy.deploy_support import (
     CertmonEndpoint,
     dashboard_queries,
     find_tool,
-    free_port,
     rule_exprs,
     shown_methods,
-    stop,
-    wait_http,
 )
+from tests.support.processes import free_port, start_daemon, stop
 
 yaml = pytest.importorskip("yaml")
 
@@ -53,16 +50,13 @@ def prometheus(certmon: CertmonEndpoint, tmp_path_factory: pytest.TempPathFactor
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    log = workdir / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    proc = start_daemon(
+        [binary, f"--config.file={workdir / 'prometheus.yml'}",
+         f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        workdir / "prometheus.log", base + "/-/ready")
     try:
-        wait_http(base + "/-/ready", proc, timeout=30, log=log)
         yield base
     finally:
         stop(proc)

@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,13 +42,11 @@ from tests.deploy.deploy_support import (
     dashboard_queries,
     expected_state,
     find_tool,
-    free_port,
     rule_exprs,
     simulated_events,
     start_process,
-    stop,
-    wait_http,
 )
+from tests.support.processes import free_port, start_daemon, stop, wait_until
 
 yaml = pytest.importorskip("yaml")
 pytestmark = pytest.mark.integration
@@ -100,18 +98,6 @@ class Stack:
     replicas: dict[str, CertmonEndpoint]
     stream: Path  # replica "a"'s followed input file
     started: float
-
-
-def start_daemon(cmd: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    try:
-        wait_http(ready, proc, timeout=30, log=log)
-    except BaseException:
-        stop(proc)
-        raise
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -174,13 +160,6 @@ def result(base: str, promql: str) -> list[dict[str, Any]]:
     assert body["status"] == "success", (promql, body)
     out: list[dict[str, Any]] = body["data"]["result"]
     return out
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.25)
 
 
 def alerts(base: str, state: str = "firing") -> set[tuple[str, str]]:
@@ -282,10 +261,11 @@ def test_four_scenarios(stack: Stack) -> None:
     feeder = threading.Thread(target=feed, args=(stack.stream, stop_feeding), daemon=True)
     feeder.start()
     try:
-        wait_for(lambda: bool(result(prom, 'increase(certmon_events_received_total{'
-                                           'instance=~".+"}[3s]) > 0')), 20, "busy input")
-        wait_for(lambda: ("CertmonCertificateViolated", "") in alerts(prom), 20,
-                 "certificate alert firing")
+        wait_until(lambda: bool(result(prom, 'increase(certmon_events_received_total{'
+                                             'instance=~".+"}[3s]) > 0')), "busy input", 20,
+                   interval=0.25)
+        wait_until(lambda: ("CertmonCertificateViolated", "") in alerts(prom),
+                   "certificate alert firing", 20, interval=0.25)
         evaluated = evaluate_everything(prom)
         assert evaluated > 60
         assert panel_value(prom, up_panel) == 1
@@ -299,8 +279,8 @@ def test_four_scenarios(stack: Stack) -> None:
         feeder.join(5)
 
     # 2. healthy and idle: checkpoints age past the scaled threshold without any alert
-    wait_for(lambda: result(prom, "sum(certmon_checkpoint_pending_events)")[0]["value"][1]
-             == "0", 20, "the last events checkpointed")
+    wait_until(lambda: result(prom, "sum(certmon_checkpoint_pending_events)")[0]["value"][1]
+               == "0", "the last events checkpointed", 20, interval=0.25)
     stale_age = 900 // SCALE + 5 + 3  # threshold, `for`, margin
     deadline = time.monotonic() + stale_age
     while time.monotonic() < deadline:
@@ -325,7 +305,8 @@ def test_four_scenarios(stack: Stack) -> None:
     # 3. one of two replicas down
     b = urllib.parse.urlsplit(stack.replicas["b"].metrics_url).netloc
     stack.replicas["b"].close()
-    wait_for(lambda: ("CertmonDown", b) in alerts(prom), 20, "CertmonDown for replica b")
+    wait_until(lambda: ("CertmonDown", b) in alerts(prom), "CertmonDown for replica b", 20,
+               interval=0.25)
     evaluate_everything(prom)
     assert panel_value(prom, up_panel) == 0
     assert panel_value(prom, replicas_panel) == 1
@@ -334,7 +315,8 @@ def test_four_scenarios(stack: Stack) -> None:
 
     # 4. all down
     stack.replicas["a"].close()
-    wait_for(lambda: ("CertmonAbsent", "") in alerts(prom), 20, "CertmonAbsent firing")
+    wait_until(lambda: ("CertmonAbsent", "") in alerts(prom), "CertmonAbsent firing", 20,
+               interval=0.25)
     evaluate_everything(prom)
     assert panel_value(prom, up_panel) == 0
     assert panel_value(prom, replicas_panel) == 0
@@ -349,8 +331,8 @@ def test_four_scenarios(stack: Stack) -> None:
             body: list[dict[str, Any]] = json.loads(resp.read())
         return body
 
-    wait_for(lambda: any(a["labels"]["alertname"] == "CertmonAbsent" for a in am_alerts()), 20,
-             "CertmonAbsent in Alertmanager")
+    wait_until(lambda: any(a["labels"]["alertname"] == "CertmonAbsent" for a in am_alerts()),
+               "CertmonAbsent in Alertmanager", 20, interval=0.25)
     pushed = [a for a in am_alerts() if a["labels"].get("origin") == "certmon"]
     assert pushed
     for alert in pushed:

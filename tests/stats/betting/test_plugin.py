@@ -14,10 +14,10 @@ import pytest
 from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import PlugInEProcess, bet_grid, plugin_rho
-from monitor.stats.betting.plugin_batch import PlugInBatch
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
 from tests.stats.binomial import clopper_pearson_lower
+from tests.support.plugin_batch import PlugInBatch
 
 SIDES: tuple[Side, ...] = ("certify", "violate")
 METHODS = ("r_eval", "r_autoeval", "r_autoeval_plus")
@@ -261,6 +261,7 @@ CASES = {
 }
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_null_boundary_validity(case: str) -> None:
     # risk = alpha exactly: the hardest null of both sides; the bets do not depend on delta,
@@ -277,6 +278,7 @@ def test_null_boundary_validity(case: str) -> None:
 # ---------------------------------------------------------------- power
 
 
+@pytest.mark.statistical
 def test_power_near_the_clairvoyant_bettor() -> None:
     # Example 1 of R-AutoEval+ (risk 0.1, alpha 0.12, r = 10, gamma 0.9): the clairvoyant
     # bettor needs 1412 labels at delta 0.01 (benchmarks/labels_vs_oracle.py); target <= 1.4x

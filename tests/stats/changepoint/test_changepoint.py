@@ -164,6 +164,7 @@ def test_validation_of_inputs_and_states():
 
 
 # ------------------------------------------------------------------ false alarms (guarantee)
+@pytest.mark.statistical
 @pytest.mark.parametrize("kind", ["sr", "cusum"])
 def test_false_alarm_at_null_boundary_labels_only(kind):
     """Risk exactly alpha, non-identical pre-change distributions: P(alarm by T) <= T / A."""
@@ -177,6 +178,7 @@ def test_false_alarm_at_null_boundary_labels_only(kind):
     assert cp_lower(k, s) <= p
 
 
+@pytest.mark.statistical
 def test_false_alarm_at_null_boundary_ppi_with_judge_drift():
     """Default PPI detector at risk = alpha while the judge degrades 0.99 -> 0.6."""
     s, t_max, p = 1000, 2000, 0.05
@@ -187,6 +189,7 @@ def test_false_alarm_at_null_boundary_ppi_with_judge_drift():
     assert cp_lower(k, s) <= p
 
 
+@pytest.mark.statistical
 def test_healthy_models_rarely_alarm_default():
     """Target: at most 2% of healthy models (risk 0.05) alarm within 4500 labels."""
     s, t_max = 500, 4500
@@ -204,6 +207,7 @@ def _ppi_alarms(seed, s, nu, r1, gamma, post=1500, **kw):
     return run_batch(x, ALPHA, lo, **kw), hum
 
 
+@pytest.mark.statistical
 def test_regression_detected_within_targets():
     """0.05 -> 0.20 after 3000 healthy labels, judge agreement 0.9 (defaults, no tuning)."""
     s, nu = 400, 3000
@@ -221,6 +225,7 @@ def test_regression_detected_within_targets():
     assert float(np.nanmedian(out["risk_before"][ok])) == pytest.approx(0.05, abs=0.01)
 
 
+@pytest.mark.statistical
 def test_delay_does_not_grow_with_healthy_period():
     meds = []
     for i, nu in enumerate((0, 3000)):
@@ -234,6 +239,7 @@ def _labels_reference(hum, nu):
     return delays(run_batch(hum, ALPHA, kind="cusum", arl=4e5)["alarm_round"], nu)
 
 
+@pytest.mark.statistical
 def test_good_judge_beats_labels_only_reference():
     nu = 300
     out, hum = _ppi_alarms(8, 300, nu, 0.20, 0.99)
@@ -243,6 +249,7 @@ def test_good_judge_beats_labels_only_reference():
     assert ours <= 0.6 * ref
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("gamma", [0.6, 0.5])
 def test_bad_judge_not_slower_than_labels_alone(gamma):
     nu, s = 300, 300
@@ -254,6 +261,7 @@ def test_bad_judge_not_slower_than_labels_alone(gamma):
 
 
 # ------------------------------------------------------------------ judge drift
+@pytest.mark.statistical
 @pytest.mark.parametrize("gamma", [0.99, 0.6])
 def test_eb_band_coverage(gamma):
     s, w, delta = 4000, 500, 0.05
@@ -279,6 +287,7 @@ def test_drift_online_equals_batch():
         assert det.band == pytest.approx((out["m_lo"][s], out["m_hi"][s]))
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(("g0", "g1", "sign"), [(0.99, 0.6, -1), (0.6, 0.99, 1)])
 def test_judge_drift_detected(g0, g1, sign):
     s, tc, t_max = 300, 1500, 3000
@@ -295,6 +304,7 @@ def test_judge_drift_detected(g0, g1, sign):
     assert np.median(delays(out_abs["alarm_round"], tc)) <= np.median(d)
 
 
+@pytest.mark.statistical
 def test_judge_drift_false_alarms():
     """Stable judge: P(false alarm within T post-warm-up rounds) <= delta_ref + T / A."""
     s, w, t_post = 600, 500, 4500

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from consumers.testing.kafka_broker import KafkaBrokerError, free_port
+from tests.support.kafka_broker import KafkaBrokerError
+from tests.support.processes import free_port, tcp_open
 
 __all__ = ["TansuBroker", "find_tansu"]
 
@@ -79,8 +79,10 @@ class TansuBroker:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise KafkaBrokerError(f"tansu exited with code {self._proc.returncode}")
+            if not tcp_open("127.0.0.1", self.port):
+                time.sleep(0.2)
+                continue
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
                                          request_timeout_ms=5000)  # fmt: skip
                 admin.list_topics()

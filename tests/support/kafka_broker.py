@@ -7,8 +7,9 @@ and reused by later runs. :class:`KafkaBroker` formats KRaft storage, starts one
 broker+controller node on ``127.0.0.1`` with free ports, waits until it answers an admin
 ``list_topics``, and can be stopped, killed and restarted on the same ports and data directory.
 
-This module has no pytest dependency: the test fixtures and ``scripts/kafka-broker.sh`` use it.
-The developer commands (start/stop/status) live in :mod:`consumers.testing.kafka_broker_cli`.
+This module has no pytest dependency: the test fixtures, ``scripts/kafka-broker.sh`` and
+``benchmarks/kafka_throughput.py`` use it. The developer commands (start/stop/status) live in
+:mod:`tests.support.kafka_broker_cli`.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import fcntl
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+
+from tests.support.processes import die_with_parent, free_port, tcp_open
 
 KAFKA_VERSION = "4.3.1"
 """Apache Kafka release used when none is given (present on Maven Central)."""
@@ -170,40 +171,6 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that was free on ``host`` a moment ago.
-
-    Examples
-    --------
-    >>> 0 < free_port() < 65536
-    True
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def die_with_parent() -> None:
-    """``preexec_fn``: ask Linux to SIGTERM the child when its parent dies (no-op elsewhere).
-
-    Keeps a test broker or consumer from outliving a killed test run.
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def tcp_open(host: str, port: int) -> bool:
-    """Tell whether a TCP connection to ``host:port`` succeeds within half a second."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class KafkaBroker:

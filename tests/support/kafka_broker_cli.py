@@ -1,7 +1,7 @@
 """Developer commands for the test broker: ``start``, ``stop``, ``status``.
 
-``scripts/kafka-broker.sh`` runs ``python -m consumers.testing.kafka_broker_cli``; the broker
-itself is :class:`consumers.testing.kafka_broker.KafkaBroker`.
+``scripts/kafka-broker.sh`` runs ``python -m tests.support.kafka_broker_cli``; the broker
+itself is :class:`tests.support.kafka_broker.KafkaBroker`.
 
 Examples
 --------
@@ -23,14 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-from consumers.testing.kafka_broker import (
+from tests.support.kafka_broker import (
     KAFKA_VERSION,
     KafkaBroker,
     KafkaBrokerError,
     default_cache_dir,
     fetch_kafka,
-    tcp_open,
 )
+from tests.support.processes import tcp_open
 
 
 def _state_file(state_dir: Path) -> Path:

@@ -1,1 +1,0 @@
-"""Test helpers that start real infrastructure (no pytest dependency)."""
