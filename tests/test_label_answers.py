@@ -217,5 +217,5 @@ def test_random_answers_agree(seed: int) -> None:
         limit = rng.choice([256, 256, 256, 8, 64])
         outcomes[check(b, max_id_bytes=limit)] += 1
         accepted += isinstance(decode_event(b, max_id_bytes=limit), Event)
-    assert outcomes["fast"] > 300 and outcomes["slow"] > 300 and accepted > 300, (
+    assert outcomes["fast"] > 200 and outcomes["slow"] > 300 and accepted > 200, (
         outcomes, accepted)
