@@ -266,6 +266,9 @@ class AlertmanagerConfig(_Section):
 class SinksConfig(_Section):
     """Output sinks: ``"stdout"``, ``"stderr"``, ``"file:PATH"`` or ``"none"``.
 
+    Label requests default to ``"auto"``: somewhere visible (see the field's description),
+    never discarded unless ``"none"`` is configured.
+
     Dead letters (rejected events: reason, detail, raw bytes, source position) go to stderr
     unless configured otherwise, so bad input is never silently lost; ``"none"`` drops them
     (they are still counted in ``certmon_events_rejected_total``).
@@ -276,7 +279,12 @@ class SinksConfig(_Section):
     """
 
     alerts: str | Annotated[list[_Name], Field(min_length=1)] = "stdout"
-    requests: str = "none"
+    requests: str = Field(default="auto", description=(
+        "Where label (and evaluation) requests go. \"auto\" (default): the Kafka requests "
+        "topic when the source is Kafka; for `certmon replay`, requests.jsonl next to "
+        "STATE.json (--state-out); for `certmon run` from a file or stdin, stdout. Or "
+        "\"stdout\", \"stderr\", \"file:PATH\", \"kafka\", or \"none\" (counted but "
+        "discarded, with a warning at start). Protocol: docs/label-loop.md."))
     dead_letters: str = "stderr"
     alertmanager: AlertmanagerConfig = AlertmanagerConfig()
 
