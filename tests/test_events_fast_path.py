@@ -15,7 +15,6 @@ import struct
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from monitor import events
 from monitor.events import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_ID_BYTES, Event, Rejection
