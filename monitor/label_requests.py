@@ -133,7 +133,7 @@ def label_request(
     propensity : float, optional
         The probability with which the unit was chosen for audit.
     reason : str, optional
-        Why it was chosen (e.g. ``"uniform"``, ``"stratum"``, ``"top_up"``).
+        Why it was chosen (e.g. ``"uniform"``, ``"top_up"``).
     position : int, optional
         Its audit position (the place of its round in the model's audit order).
 
