@@ -15,7 +15,7 @@ __all__ = ["replay_summary"]
 
 
 def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
-                   dead_letters: str | None) -> list[str]:
+                   dead_letters: str | None, requests: str | None = "") -> list[str]:
     """Return the replay's closing lines: what was read, and what was not used (and why).
 
     Parameters
@@ -29,11 +29,15 @@ def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
     dead_letters : str or None
         Where the dead letters (rejected lines' raw bytes and reasons) went: a path,
         ``stdout``..., or None when they were dropped.
+    requests : str or None
+        Where the label requests went (a path, ``stdout``...), None when they were discarded
+        (``sinks.requests = "none"``), ``""`` to say nothing about them.
 
     Returns
     -------
     list[str]
-        One line for the totals, one per kind of unused input (rejected, unrouted).
+        One line for the totals, one per kind of unused input (rejected, unrouted), and one
+        saying where the label requests went (when there were any).
 
     Notes
     -----
@@ -55,6 +59,9 @@ def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
     >>> replay_summary({"events_in": 3, "rejected": {"oversized": 1}}, 1.0, "S.json",
     ...                "dead.jsonl")[1]
     'certmon: 1 rejected: oversized 1; raw lines and reasons written to dead.jsonl'
+    >>> replay_summary({"events_in": 9, "label_requests": 2}, 1.0, "S.json", None,
+    ...                "out/requests.jsonl")[1]
+    'certmon: 2 label requests written to out/requests.jsonl (answer them: docs/label-loop.md)'
     """
     rejected = {k: v for k, v in counters.get("rejected", {}).items() if v}
     n_rej = sum(rejected.values())
@@ -71,4 +78,11 @@ def replay_summary(counters: dict[str, Any], seconds: float, state_out: str,
         lines.append(f"certmon: {unrouted} valid events belong to no configured suite/model and "
                      "were skipped (counted, not dead-lettered): check the suite and model names "
                      "in the config")
+    n_req = int(counters.get("label_requests", 0))
+    if n_req and requests is not None and requests != "":
+        lines.append(f"certmon: {n_req} label requests written to {requests} (answer them: "
+                     "docs/label-loop.md)")
+    elif n_req and requests is None:
+        lines.append(f"certmon: {n_req} label requests discarded (sinks.requests = \"none\"): "
+                     "no labeller saw them")
     return lines

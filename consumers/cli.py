@@ -33,7 +33,7 @@ from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_stor
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError
 from monitor.metrics.operational import package_version
-from monitor.sinks import open_sink
+from monitor.sinks import open_sink, resolve_requests_spec, warn_if_discarded
 
 __all__ = ["DEMO_TOML", "build_parser", "console_main", "main", "replay_summary"]
 
@@ -69,6 +69,11 @@ def _sink_spec(flag: str | None, configured: str) -> str:
     return "stdout" if flag == "-" else f"file:{flag}"
 
 
+def _where(spec: str) -> str | None:
+    """Where a sink's records go, for a summary line (None when they are discarded)."""
+    return None if spec == "none" else spec.removeprefix("file:")
+
+
 def _load(args: argparse.Namespace) -> CertmonConfig:
     return load_config(args.config, args.overrides)
 
@@ -89,9 +94,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     resume = start is not None
     alerts_flag = None if args.alerts_out is None else _sink_spec(args.alerts_out, "")
+    requests_spec = resolve_requests_spec(_sink_spec(args.requests_out, config.sinks.requests),
+                                          beside=args.state_out)
+    warn_if_discarded(requests_spec)
     outputs = Outputs(
         open_alert_sink(config.sinks, append=resume, override=alerts_flag),
-        open_sink(_sink_spec(args.requests_out, config.sinks.requests), append=resume),
+        open_sink(requests_spec, append=resume),
         open_sink(_sink_spec(args.dead_letters_out, config.sinks.dead_letters), append=resume),
     )
     runner = Runner(config, outputs, store=store)
@@ -117,10 +125,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 130
     write_state(args.state_out, runner.engine.state_view())
     if not args.quiet:
-        spec = _sink_spec(args.dead_letters_out, config.sinks.dead_letters)
-        where = None if spec == "none" else spec.removeprefix("file:")
+        where = _where(_sink_spec(args.dead_letters_out, config.sinks.dead_letters))
         for line in replay_summary(runner.engine.counters, time.monotonic() - t0,
-                                   args.state_out, where):
+                                   args.state_out, where, _where(requests_spec)):
             print(line, file=sys.stderr)
     return 0
 
@@ -165,9 +172,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     probe = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store)
     start = probe.restore()
     resume = start is not None
+    requests_spec = resolve_requests_spec(config.sinks.requests)
+    warn_if_discarded(requests_spec)
     outputs = Outputs(
         open_alert_sink(config.sinks, append=True),
-        open_sink(config.sinks.requests, append=True),
+        open_sink(requests_spec, append=True),
         open_sink(config.sinks.dead_letters, append=True),
     )
     runner = Runner(config, outputs, store=store, metrics=ops)
@@ -215,8 +224,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_state(args.state_out, runner.engine.state_view())
     print(f"certmon: stopped after {runner.engine.events_in} events", file=sys.stderr)
     spec = config.sinks.dead_letters
-    for line in replay_summary(runner.engine.counters, 0.0, "", None if spec == "none"
-                               else spec.removeprefix("file:"))[1:]:  # rejected, unrouted
+    for line in replay_summary(runner.engine.counters, 0.0, "", _where(spec),
+                               _where(requests_spec))[1:]:  # rejected, unrouted, requests
         print(line, file=sys.stderr)
     return 0
 
@@ -271,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", required=True, help="events JSONL file, or - for stdin")
     r.add_argument("--state-out", required=True, help="where to write STATE.json")
     r.add_argument("--alerts-out", help="alerts JSONL file (- for stdout)")
-    r.add_argument("--requests-out", help="label requests JSONL file (- for stdout)")
+    r.add_argument("--requests-out",
+                   help="label requests JSONL file (- for stdout; default: sinks.requests, "
+                        "\"auto\": requests.jsonl next to --state-out)")
     r.add_argument("--dead-letters-out",
                    help="dead letters JSONL file (- for stdout): rejected lines, with reason and "
                         "raw bytes (default: sinks.dead_letters, stderr unless configured)")

@@ -1,4 +1,7 @@
-"""Alerts and label requests: the records certmon emits, with deterministic ids.
+"""Alerts: the records certmon emits about certificates, with deterministic ids.
+
+Label requests are built by :mod:`monitor.label_requests`; :func:`label_request` is
+re-exported here for the callers that import it from this module.
 
 An alert's id is the first 32 hex characters of SHA-256 over the canonical JSON of
 ``[suite, model, certificate, kind, round]``. A replay of the same events, or a restart
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 from hashlib import sha256
 from typing import Any, Final
+
+from monitor.label_requests import label_request
 
 __all__ = ["ALERT_KINDS", "Alert", "alert_id", "label_request", "make_alert"]
 
@@ -86,28 +91,3 @@ def make_alert(
         "ts": ts,
         "evidence": evidence,
     }
-
-
-def label_request(
-    suite: str, model: str, example_id: str, event_id: str, ts: float, stratum: str | None = None
-) -> dict[str, Any]:
-    """Build a label request for one audited unit.
-
-    Examples
-    --------
-    >>> label_request("qa", "m1", "x1", "e1", 3.0, stratum="math")["stratum"]
-    'math'
-    >>> "stratum" in label_request("qa", "m1", "x1", "e1", 3.0)
-    False
-    """
-    req: dict[str, Any] = {
-        "kind": "label",
-        "suite": suite,
-        "model": model,
-        "example_id": example_id,
-        "event_id": event_id,
-        "ts": ts,
-    }
-    if stratum is not None:
-        req["stratum"] = stratum
-    return req

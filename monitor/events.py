@@ -10,13 +10,21 @@ with optional ``audit: bool`` (judge events only), ``stratum: str``, ``judge: st
 or a :class:`Rejection` carrying one of the fixed reason codes
 (:data:`REJECTION_REASONS`) and a precise, human-readable detail.
 
+A label event is a *label answer* (:mod:`monitor.label_answers`, ``docs/label-loop.md``): it
+may name its unit by ``request_id`` instead of (or as well as) its three ids, leave out
+``event_id`` (then ``"label:" + request_id``), and be a copy of a label request plus ``loss``
+(``"kind": "label"`` and no ``type``; the request's keys are accepted and not kept).
+
 Two validators implement the one schema. The fast path decodes straight into the
-:class:`Event` ``msgspec.Struct`` (about 6x pydantic). Anything it refuses goes to the slow
-path, the pydantic model ``_EventSchema``, which is the reference: it decides every rejection
-(and its reason and detail) and accepts whatever it accepts. Whatever the fast path accepts, the
-schema accepts with the same values (the fast path may refuse more, e.g. a duplicate key whose
-first value is invalid, and then the schema decides), so :func:`decode_event` accepts exactly
-the inputs the schema accepts (tests/test_events_fast_path.py checks this differentially).
+:class:`Event` ``msgspec.Struct`` (about 6x pydantic), or for a label answer into
+``_AnswerWire``. Anything it refuses goes to the slow path, the pydantic models
+``_EventSchema`` (judge events) and ``_AnswerSchema`` / ``_AnswerByIdSchema`` (label events),
+which are the reference: they decide every rejection (and its reason and detail) and accept
+whatever they accept. Whatever the fast path accepts, the reference accepts with the same
+values (the fast path may refuse more, e.g. a duplicate key whose first value is invalid, and
+then the reference decides), so :func:`decode_event` accepts exactly the inputs the reference
+accepts (tests/test_events_fast_path.py checks this differentially). Both resolve a label
+answer's ids with the one function :func:`monitor.label_answers.resolve_answer`.
 
 Examples
 --------
@@ -30,20 +38,24 @@ Examples
 ('out_of_range', 'loss: Input should be less than or equal to 1 (got 1.5)')
 >>> decode_event(b"\xff\xfe").reason
 'undecodable'
+>>> decode_event(b'{"kind": "label", "request_id": "lbl1.WyJxYSIsIm0xIiwieDEiXQ",'
+...              b' "judge_event_id": "e1", "ts": 5, "loss": 1}').event_id
+'label:lbl1.WyJxYSIsIm0xIiwieDEiXQ'
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import sys
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from monitor.dead_letters import dead_letter_record, peek_route
+from monitor.label_answers import ANSWER_REJECTIONS, BadAnswer, resolve_answer
+from monitor.timestamps import parse_timestamp, ts_before
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -73,58 +85,9 @@ REJECTION_REASONS: Final = (
     "id_too_long",  # event_id / example_id / suite / model / stratum over events.max_id_bytes
     "too_many_suites",  # would create a suite beyond events.max_suites (monitor.engine)
     "too_many_models",  # would create a model beyond events.max_models[_per_suite]
+    *ANSWER_REJECTIONS,  # a label's request_id: unparsable / naming another unit
+    "event_id_conflict",  # an event id reused with different content (monitor.state dedupe)
 )
-
-_RFC3339 = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
-
-
-def parse_timestamp(value: str) -> float:
-    """Parse an RFC 3339 timestamp (offset required) into epoch seconds.
-
-    Parameters
-    ----------
-    value : str
-        For example ``"2024-01-01T00:00:00.5Z"`` or ``"2024-01-01T02:00:00+02:00"``.
-        Fractions beyond microseconds are truncated.
-
-    Returns
-    -------
-    float
-        Seconds since the Unix epoch.
-
-    Raises
-    ------
-    ValueError
-        If ``value`` is not RFC 3339 (a date alone or a missing offset is refused).
-
-    Examples
-    --------
-    >>> parse_timestamp("2024-01-01T02:00:00+02:00")
-    1704067200.0
-    >>> parse_timestamp("2024-01-01T00:00:00.25z")
-    1704067200.25
-    """
-    m = _RFC3339.match(value)
-    if m is None:
-        raise ValueError(
-            f"ts must be epoch seconds or an RFC 3339 timestamp with offset, got {value!r}"
-        )
-    date, clock, frac, offset = m.groups()
-    frac = (frac or "")[:7]
-    offset = "+00:00" if offset in ("Z", "z") else offset
-    try:
-        return datetime.fromisoformat(f"{date}T{clock}{frac}{offset}").timestamp()
-    except ValueError as exc:
-        raise ValueError(f"ts {value!r} is not a valid time: {exc}") from None
-
-
-def _ts_before(value: object) -> object:
-    if isinstance(value, str):
-        return parse_timestamp(value)
-    return value
-
 
 # msgspec has no allow_inf_nan: the closed range [-max, max] excludes both infinities and NaN
 # (every comparison with NaN is false). msgspec's JSON parser already refuses NaN/Infinity
@@ -174,8 +137,34 @@ class _EventTextTs(Event, frozen=True, forbid_unknown_fields=True, gc=False):
     ts: str  # type: ignore[assignment]
 
 
+_Propensity = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
+
+class _AnswerWire(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A label answer (:mod:`monitor.label_answers`): the fast path's 3rd try."""
+
+    loss: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+    ts: _FiniteFloat | str
+    type: Literal["label"] | msgspec.UnsetType = msgspec.UNSET  # absent: "kind" says label
+    kind: Literal["label"] | None = None
+    event_id: _Id | None = None
+    suite: _Id | None = None
+    model: _Id | None = None
+    example_id: _Id | None = None
+    request_id: str | None = None
+    audit: bool | None = None
+    stratum: str | None = None
+    judge: str | None = None
+    embedding: list[_FiniteFloat] | None = None
+    judge_event_id: str | None = None
+    propensity: _Propensity | None = None
+    reason: str | None = None
+    audit_position: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
 _decode_fast = msgspec.json.Decoder(Event).decode
 _decode_fast_text_ts = msgspec.json.Decoder(_EventTextTs).decode
+_decode_answer = msgspec.json.Decoder(_AnswerWire).decode
 
 _NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -193,7 +182,7 @@ class _EventSchema(BaseModel):
     model: _NonEmpty
     example_id: _NonEmpty
     loss: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-    ts: Annotated[float, Field(allow_inf_nan=False), BeforeValidator(_ts_before)]
+    ts: Annotated[float, Field(allow_inf_nan=False), BeforeValidator(ts_before)]
     audit: bool | None = None
     stratum: str | None = None
     judge: str | None = None
@@ -201,6 +190,42 @@ class _EventSchema(BaseModel):
 
 
 _validate_json = _EventSchema.__pydantic_validator__.validate_json
+
+
+class _AnswerSchema(_EventSchema):
+    """A label answer naming its unit by ids: the reference for label events."""
+
+    type: Literal["label"] | None = None  # type: ignore[assignment]
+    kind: Literal["label"] | None = None
+    event_id: _NonEmpty | None = None  # type: ignore[assignment]
+    request_id: str | None = None
+    judge_event_id: str | None = None
+    propensity: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    reason: str | None = None
+    audit_position: Annotated[int, Field(ge=0)] | None = None
+
+
+class _AnswerByIdSchema(_AnswerSchema):
+    """A label answer with a request id: the ids it names may be left out."""
+
+    suite: _NonEmpty | None = None  # type: ignore[assignment]
+    model: _NonEmpty | None = None  # type: ignore[assignment]
+    example_id: _NonEmpty | None = None  # type: ignore[assignment]
+
+
+class _Peek(BaseModel):
+    """The keys that choose a schema: ``type``, ``kind``, ``request_id`` (others ignored)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Any = None
+    kind: Any = None
+    request_id: Any = None
+
+
+_peek_json = _Peek.__pydantic_validator__.validate_json
+_validate_answer = _AnswerSchema.__pydantic_validator__.validate_json
+_validate_answer_by_id = _AnswerByIdSchema.__pydantic_validator__.validate_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +354,12 @@ def decode_event(
         # The first error is at ts: perhaps an RFC 3339 string (any other first error also
         # fails the 2nd try, so skipping it is only a saving on rejected events).
         ev = _fast_text_ts(raw) if str(exc).endswith("`$.ts`") else None
+        if ev is None:  # a label answer (request id, copied request, no event id)?
+            answer = _fast_answer(raw)
+            if answer is None:
+                return _slow_path(raw, max_id_bytes)
+            ev, derived = answer
+            return _post_checks(ev, max_id_bytes if len(raw) > max_id_bytes else None, derived)
     except ValueError:  # msgspec.DecodeError (malformed JSON), UnicodeDecodeError
         ev = None
     if ev is None:
@@ -345,13 +376,60 @@ def _fast_text_ts(raw: bytes) -> Event | None:
     return _event_from(tev, ts)
 
 
-def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
-    """Validate with the reference schema: the exact rejection, or the event it accepts."""
+def _fast_answer(raw: bytes) -> tuple[Event, bool] | None:
+    """Return the label answer in ``raw`` and whether its event id was derived, or None."""
     try:
-        s: _EventSchema = _validate_json(raw)
+        w = _decode_answer(raw)
+        if w.type is msgspec.UNSET and w.kind is None:
+            return None
+        ts = parse_timestamp(w.ts) if isinstance(w.ts, str) else w.ts
+        eid, suite, model, example_id, derived = resolve_answer(
+            w.event_id, w.suite, w.model, w.example_id, w.request_id)
+    except ValueError:  # msgspec errors, a bad RFC 3339 ts, BadAnswer: the schema decides
+        return None
+    return Event("label", eid, suite, model, example_id, w.loss, ts, w.audit, w.stratum,
+                 w.judge, w.embedding), derived
+
+
+def _is_answer(raw: bytes) -> tuple[bool, bool]:
+    """Return whether ``raw`` is a label answer, and whether it has a string request id.
+
+    A label answer has ``type`` "label", or no ``type`` and ``kind`` "label"; with a string
+    ``request_id`` its ids may be left out.
+    """
+    try:
+        p: _Peek = _peek_json(raw)
+    except (ValidationError, ValueError, RecursionError):
+        return False, False
+    label = p.type == "label" or ("type" not in p.model_fields_set and p.kind == "label")
+    return label, isinstance(p.request_id, str)
+
+
+def _slow_path(raw: bytes, max_id_bytes: int) -> Event | Rejection:
+    """Validate with the reference schema: the exact rejection, or the event it accepts.
+
+    Label events are validated as label answers (:class:`_AnswerSchema`, or
+    :class:`_AnswerByIdSchema` with a request id), then resolved by
+    :func:`monitor.label_answers.resolve_answer`; everything else by :class:`_EventSchema`.
+    """
+    label, by_id = _is_answer(raw)
+    if not label:
+        try:
+            s: _EventSchema = _validate_json(raw)
+        except ValidationError as exc:
+            return _classify(exc, raw)
+        return _post_checks(_event_from(s, s.ts), max_id_bytes)
+    try:
+        a: _AnswerSchema = (_validate_answer_by_id if by_id else _validate_answer)(raw)
     except ValidationError as exc:
         return _classify(exc, raw)
-    return _post_checks(_event_from(s, s.ts), max_id_bytes)
+    try:
+        eid, suite, model, example_id, derived = resolve_answer(
+            a.event_id, a.suite, a.model, a.example_id, a.request_id)
+    except BadAnswer as bad:
+        return Rejection(bad.reason, bad.detail)
+    return _post_checks(Event("label", eid, suite, model, example_id, a.loss, a.ts, a.audit,
+                              a.stratum, a.judge, a.embedding), max_id_bytes, derived)
 
 
 def _event_from(src: _EventTextTs | _EventSchema, ts: float) -> Event:
@@ -360,62 +438,25 @@ def _event_from(src: _EventTextTs | _EventSchema, ts: float) -> Event:
                  src.audit, src.stratum, src.judge, src.embedding)
 
 
-def _post_checks(ev: Event, max_id_bytes: int | None) -> Event | Rejection:
+def _post_checks(ev: Event, max_id_bytes: int | None, derived: bool = False) -> Event | Rejection:
     """Apply the rules across fields: audit only on judge events; id lengths in UTF-8 bytes.
 
     ``max_id_bytes=None`` skips the id check: a decoded string takes at most as many UTF-8
     bytes as its JSON text (an escape of 2, 6 or 12 bytes decodes to 1, 1-3 or 4 bytes; other
-    bytes are copied), so no id can exceed a limit that the whole event does not.
+    bytes are copied; ids decoded from a request id are shorter than it), so no id can exceed
+    a limit that the whole event does not. A ``derived`` event id (``"label:" + request id``)
+    is not checked: it is bounded by the three ids it encodes.
     """
     if ev.audit is not None and ev.type == "label":
         return Rejection("invalid_value", "audit: only judge events may carry an audit flag")
     if max_id_bytes is None:
         return ev
-    for name, value in (("event_id", ev.event_id), ("example_id", ev.example_id),
-                        ("suite", ev.suite), ("model", ev.model), ("stratum", ev.stratum or "")):
+    for name, value in (("event_id", "" if derived else ev.event_id),
+                        ("example_id", ev.example_id), ("suite", ev.suite), ("model", ev.model),
+                        ("stratum", ev.stratum or "")):
         # UTF-8 takes 1 to 4 bytes per character: encode only when the length is ambiguous
         if len(value) > max_id_bytes or (
                 4 * len(value) > max_id_bytes and _utf8_len(value) > max_id_bytes):
             return Rejection("id_too_long", f"{name} is {_utf8_len(value)} bytes, the limit "
                              f"is {max_id_bytes} (events.max_id_bytes)")
     return ev
-
-
-def peek_route(raw: bytes) -> tuple[str, str] | None:
-    """Best-effort (suite, model) of a rejected event, to attribute the rejection.
-
-    Examples
-    --------
-    >>> peek_route(b'{"suite": "s", "model": "m", "loss": "bad"}')
-    ('s', 'm')
-    >>> peek_route(b"nope") is None
-    True
-    """
-    try:
-        obj: Any = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(obj, dict):
-        suite, model = obj.get("suite"), obj.get("model")
-        if isinstance(suite, str) and isinstance(model, str) and suite and model:
-            return suite, model
-    return None
-
-
-def dead_letter_record(
-    rejection: Rejection, raw: bytes, source: dict[str, Any] | None
-) -> dict[str, Any]:
-    """Build the dead-letter record of the contract: reason, detail, base64 raw bytes, source.
-
-    Examples
-    --------
-    >>> dead_letter_record(Rejection("invalid_json", "x"), b"{", {"line": 3})
-    {'reason': 'invalid_json', 'detail': 'x', 'raw': 'ew==', 'source': {'line': 3}}
-    """
-    return {
-        "reason": rejection.reason,
-        "detail": rejection.detail,
-        "raw": base64.b64encode(raw).decode("ascii"),
-        "source": dict(source) if source is not None else {},
-    }
-

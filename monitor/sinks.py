@@ -1,5 +1,9 @@
 """Output sinks for alerts, label requests and dead letters (one JSON object per record).
 
+Label requests go somewhere visible by default (``sinks.requests = "auto"``, see
+:func:`resolve_requests_spec`); discarding them takes an explicit ``"none"``, which is
+warned about.
+
 Sinks are *at-least-once*: after a crash, the records emitted since the last checkpoint
 are emitted again, with the same alert ids. The runner flushes every sink before it
 writes a checkpoint, so nothing covered by a checkpoint is ever lost.
@@ -15,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import sys
@@ -24,13 +29,19 @@ from typing import IO, Any, Protocol, runtime_checkable
 from monitor.errors import SinkError
 
 __all__ = [
+    "AUTO",
     "JsonlFileSink",
     "MemorySink",
     "NullSink",
     "Sink",
     "StdoutSink",
     "open_sink",
+    "resolve_requests_spec",
+    "warn_if_discarded",
 ]
+
+AUTO = "auto"  # sinks.requests default: resolved by resolve_requests_spec
+_log = logging.getLogger("certmon.sinks")
 
 
 @runtime_checkable
@@ -235,3 +246,61 @@ def open_sink(spec: str, append: bool = False) -> Sink:
     raise SinkError(
         f"unknown sink {spec!r} (expected stdout, stderr, file:PATH, memory or none)"
     )
+
+
+def resolve_requests_spec(spec: str, *, kafka: bool = False, beside: str | None = None) -> str:
+    """Resolve the requests sink ``"auto"`` (the default of ``sinks.requests``).
+
+    Parameters
+    ----------
+    spec : str
+        The configured specification; anything but ``"auto"`` is returned unchanged.
+    kafka : bool
+        The source is Kafka: requests go to the requests topic (``"kafka"``).
+    beside : str, optional
+        A file the run writes (``certmon replay``'s STATE.json): requests go to
+        ``requests.jsonl`` in its directory.
+
+    Returns
+    -------
+    str
+        ``"kafka"``, ``"file:DIR/requests.jsonl"`` or ``"stdout"`` (otherwise).
+
+    Notes
+    -----
+    Label requests are how certmon asks for the labels its certificates need: by default they
+    go where an operator looks, never nowhere. ``"none"`` must be configured explicitly (and
+    :func:`warn_if_discarded` says so when a run starts).
+
+    Examples
+    --------
+    >>> resolve_requests_spec("auto", kafka=True)
+    'kafka'
+    >>> resolve_requests_spec("auto", beside="out/STATE.json")
+    'file:out/requests.jsonl'
+    >>> resolve_requests_spec("auto"), resolve_requests_spec("none", kafka=True)
+    ('stdout', 'none')
+    """
+    if spec != AUTO:
+        return spec
+    if kafka:
+        return "kafka"
+    if beside is not None and beside != "-":
+        return "file:" + os.path.join(os.path.dirname(beside), "requests.jsonl")
+    return "stdout"
+
+
+def warn_if_discarded(spec: str) -> bool:
+    """Log a warning when label requests are configured to be discarded; return whether.
+
+    Examples
+    --------
+    >>> warn_if_discarded("stdout")
+    False
+    """
+    if spec != "none":
+        return False
+    _log.warning("certmon: sinks.requests = \"none\": label requests are counted "
+                 "(certmon_label_requests_total) but discarded; no labeller will see them "
+                 "(see docs/label-loop.md)")
+    return True

@@ -12,6 +12,7 @@ from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.errors import CheckpointError
+from monitor.label_requests import label_request_id
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.risk import RiskMonitor
 
@@ -243,8 +244,12 @@ def test_audit_hash_determinism_and_requests() -> None:
     # binomial(2000, 0.3): 5 sigma band
     assert abs(len(requested) - 600) < 5 * math.sqrt(2000 * 0.3 * 0.7)
     r = runs[0][0]
-    assert set(r) == {"kind", "suite", "model", "example_id", "event_id", "ts"}
-    assert r["kind"] == "label" and r["suite"] == "qa"
+    # the request format of docs/label-loop.md (propensity, reason, audit_position: optional)
+    assert {"kind", "request_id", "suite", "model", "example_id", "judge_event_id", "ts"} <= set(
+        r) <= {"kind", "request_id", "suite", "model", "example_id", "judge_event_id", "ts",
+               "stratum", "propensity", "reason", "audit_position"}
+    assert r["kind"] == "label" and r["suite"] == "qa" and r["request_id"] == label_request_id(
+        "qa", "m", r["example_id"])
     assert eng.counters["label_requests"] == len(requested)
     assert model_view(eng)["counts"]["label_requests"] == len(requested)
     assert model_view(eng)["pending_units"] == len(requested)

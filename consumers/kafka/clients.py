@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from consumers.alertmanager.wiring import open_alert_sink
 from monitor.checkpoint import CheckpointStore, LocalDirectoryStore, secured_store
 from monitor.errors import ConfigError
-from monitor.sinks import Sink, open_sink
+from monitor.sinks import Sink, open_sink, resolve_requests_spec, warn_if_discarded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,12 +37,14 @@ def kafka_outputs_wanted(config: CertmonConfig) -> bool:
     --------
     >>> from monitor.config import parse_config
     >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1"]
-    >>> kafka_outputs_wanted(parse_config(chr(10).join(toml)))
+    >>> kafka_outputs_wanted(parse_config(chr(10).join([*toml, "[sinks]", "requests='none'"])))
     False
+    >>> kafka_outputs_wanted(parse_config(chr(10).join(toml)))  # requests "auto": the topic
+    True
     >>> kafka_outputs_wanted(parse_config(chr(10).join([*toml, "[sinks]", "alerts='kafka'"])))
     True
     """
-    specs = (config.sinks.requests, config.sinks.dead_letters)
+    specs = (resolve_requests_spec(config.sinks.requests, kafka=True), config.sinks.dead_letters)
     return "kafka" in specs or "kafka" in config.sinks.alert_specs
 
 
@@ -52,8 +54,9 @@ def open_sinks(config: CertmonConfig, outputs: KafkaOutputs | None) -> dict[str,
         config.sinks, append=True,
         kafka=None if outputs is None else (lambda: outputs.sink_for("alerts")),
     )}  # fmt: skip
-    for name in ("requests", "dead_letters"):
-        spec = getattr(config.sinks, name)
+    requests = resolve_requests_spec(config.sinks.requests, kafka=True)  # "auto": the topic
+    warn_if_discarded(requests)
+    for name, spec in (("requests", requests), ("dead_letters", config.sinks.dead_letters)):
         sinks[name] = (outputs.sink_for(name) if spec == "kafka" and outputs is not None
                        else open_sink(spec, append=True))  # fmt: skip
     return sinks

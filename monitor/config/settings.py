@@ -322,6 +322,9 @@ class SinksConfig(_Section):
 
     Each is ``"stdout"``, ``"stderr"``, ``"file:PATH"``, ``"kafka"`` or ``"none"``.
 
+    Label requests default to ``"auto"``: somewhere visible (see the field's description),
+    never discarded unless ``"none"`` is configured.
+
     Dead letters (rejected events: reason, detail, raw bytes, source position) go to stderr
     unless configured otherwise, so bad input is never silently lost; ``"none"`` drops them
     (they are still counted in ``certmon_events_rejected_total``).
@@ -337,10 +340,13 @@ class SinksConfig(_Section):
         "`kafka.topics.alerts` topic), `alertmanager:URL[,URL2...]` (Alertmanager's v2 API), "
         "or a list of these (every alert goes to each).")
     requests: str = Field(
-        "none",
-        description="Where label requests go (one per unit certmon audits itself, and the "
-        "evaluation requests of selection suites): `stdout`, `stderr`, `file:PATH`, `kafka` "
-        "or `none`.")
+        "auto",
+        description="Where label requests (one per unit certmon audits itself) and the "
+        "evaluation requests of selection suites go. `auto` (default): the Kafka requests "
+        "topic when the source is Kafka; for `certmon replay`, `requests.jsonl` next to "
+        "STATE.json (--state-out); for `certmon run` from a file or stdin, stdout. Or "
+        "`stdout`, `stderr`, `file:PATH`, `kafka`, or `none` (counted but discarded, with a "
+        "warning at start). Protocol: docs/label-loop.md.")
     dead_letters: str = Field(
         "stderr",
         description="Where rejected events go (reason, detail, raw bytes, source position): "

@@ -133,7 +133,7 @@ def test_every_codec_from_both_clients_then_outputs_read_by_librdkafka(
     assert sorted(d["reason"] for d in dead) == ["invalid_json", "missing_field"]
     # label requests, read with librdkafka: keyed by suite, JSON with the documented fields, the
     # same units the replay asks for (at-least-once: a rewind may repeat one, never lose one)
-    fields = ("kind", "suite", "model", "example_id", "event_id", "ts")
+    fields = ("kind", "request_id", "suite", "model", "example_id", "judge_event_id", "ts")
     asked = _read_confluent(kafka_bootstrap, t.requests, 1)
     assert len(asked) >= len(ref["requests"]) > 0
     for key, value in asked:
