@@ -1,13 +1,13 @@
-"""Simulated streams whose labels come back late, out of order or never, with delays that may
-depend on the label.
+"""Simulated streams whose labels come back late, out of order or never.
 
-Production labels do not come back in audit order: hard cases take longer, some are escalated,
-some are never labelled. :func:`delayed_stream` makes one suite's judge and label events under
-such a mechanism, for the validity tests and ``benchmarks/label_delay.py``: each unit's human
-loss is Bernoulli(``risk``), its judge agrees with it with probability ``judge_agreement``, it is
-audited with probability ``1 / (1 + unaudited_per_audit)`` (flagged upstream, independent of the
-losses), and an audited unit's label arrives after an exponential delay (in units of traffic)
-whose mean depends on the label, or never (with a probability that may depend on the label).
+Delays and missingness may depend on the label. Production labels do not come back in audit order:
+hard cases take longer, some are escalated, some are never labelled. :func:`delayed_stream` makes
+one suite's judge and label events under such a mechanism, for the validity tests and
+``benchmarks/label_delay.py``: each unit's human loss is Bernoulli(``risk``), its judge agrees with
+it with probability ``judge_agreement``, it is audited with probability ``1 / (1 +
+unaudited_per_audit)`` (flagged upstream, independent of the losses), and an audited unit's label
+arrives after an exponential delay (in units of traffic) whose mean depends on the label, or never
+(with a probability that may depend on the label).
 
 Examples
 --------

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.label_requests import label_request_id
@@ -126,10 +124,6 @@ def test_label_for_a_unit_never_audited_is_unsolicited() -> None:
     assert c["unsolicited_labels"] == 1 and c["rounds"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stratified requests carry assigned_stratum / sample / audit_rate / target_stratum "
-    "(monitor/state/strata.py request_fields), outside the protocol of docs/label-loop.md: a "
-    "copy is refused as unknown_field until they are emitted as propensity / reason"))
 def test_copies_of_stratified_requests_are_used() -> None:
     eng = Engine(config(strata={"by": "stratum", "count": 2, "allocation": "uniform"}))
     requests = []

@@ -110,8 +110,7 @@ def test_judge_loss_bins_warmup_not_used_by_stratified_certificate() -> None:
         res = eng.process(event("judge", i, float(rng.random())))
         if i < 100:
             warm_requests += len(res.requests)
-            assert all(r["assigned_stratum"] is None and r["sample"] == UNIFORM
-                       for r in res.requests)
+            assert all("stratum" not in r and r["reason"] == UNIFORM for r in res.requests)
         for _ in res.requests:
             eng.process(event("label", i, 0.0))
     st = strata_of(eng)
@@ -135,9 +134,9 @@ def test_rates_respect_floor_budget_and_feed_only_uniform_units_to_betting() -> 
         assert min(st.rates) >= 0.02 - 1e-12 and max(st.rates) <= 1.0
         assert st.uniform_rate >= 0.02 - 1e-12 and st.uniform_rate <= min(st.rates) + 1e-12
         for r in res.requests:
-            samples[r["sample"]] += 1
-            assert r["stratum"] == NAMES[ks[i]] == r["assigned_stratum"]
-            assert r["target_stratum"] in st.names
+            samples[r["reason"]] += 1
+            assert r["stratum"] == NAMES[ks[i]]
+            assert r["propensity"] == st.rates[ks[i]]
             eng.process(event("label", i, y[i]))
     st = strata_of(eng)
     share = st.cert.weights
@@ -191,7 +190,7 @@ def test_stratified_estimate_unbiased_under_unequal_audit_rates() -> None:
         for i in range(n):
             res = eng.process(event("judge", i, f[i], NAMES[ks[i]]))
             for r in res.requests:
-                labels.append((y[i], r["sample"]))
+                labels.append((y[i], r["reason"]))
                 eng.process(event("label", i, y[i]))
         st = strata_of(eng)
         target = float(np.dot(st.cert.weights[:3], risks))  # risk over the traffic seen

@@ -1,4 +1,4 @@
-"""Rounds in audit order: one model's reorder buffer and its claims beyond the applied rounds.
+"""Rounds in audit order: one model's reorder buffer and its claims beyond applied rounds.
 
 Each audited unit of a model gets an *audit position* when it is judged (0, 1, 2, ...). Its
 round is applied to the certificates, confidence sequences and detectors strictly in that
@@ -143,8 +143,10 @@ class AuditOrder:
 
     def rebuild(self, groups: dict[str, CertificateGroup],
                 pending: Sequence[tuple[float, tuple[float, int]]]) -> None:
-        """Recompute :attr:`sums` from scratch: ``pending`` lists the waiting units' ``(judge,
-        block)`` whose label has not arrived (after a restore or a new epoch's groups)."""
+        """Recompute :attr:`sums` from scratch (after a restore).
+
+        ``pending`` lists ``(judge, block)`` of the waiting units whose label has not arrived.
+        """
         self.sums.clear()
         for e in self.ready.values():
             e[4] = e[0]

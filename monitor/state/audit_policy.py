@@ -54,6 +54,11 @@ class AuditPolicy:
         self.requests = config.label_requests  # emit label requests for hash audits
         self._prefix: dict[str, bytes] = {}  # model -> b'salt|suite|model|'
 
+    @property
+    def rate(self) -> float:
+        """The hash audit's probability (``audit_rate``, at most 1)."""
+        return min(1.0, self._rate)
+
     def uniform(self, model: str, example_id: str) -> float:
         """Return the unit's :func:`monitor.audit.audit_uniform` (prefix cached per model)."""
         prefix = self._prefix.get(model)

@@ -255,12 +255,14 @@ class StrataState:
             return [f"bin{i}" for i in range(k)]
         return ["all"]
 
-    def request_fields(self, k: int | None, sample: str) -> dict[str, Any]:
-        """Extra keys of a label request for a unit of stratum ``k``."""
-        names = self.names
-        rate = self.spec.base_rate if k is None else self.rates[k]
-        return {"assigned_stratum": None if k is None else names[k], "sample": sample,
-                "audit_rate": rate, "target_stratum": names[self.target]}
+    def request_fields(self, k: int | None) -> tuple[float, str | None]:
+        """Return a unit of stratum ``k``.s audit probability and stratum name (None: warm-up).
+
+        A label request carries them as ``propensity`` and ``stratum`` (docs/label-loop.md).
+        """
+        if k is None:
+            return self.spec.base_rate, None
+        return self.rates[k], self.names[k]
 
     def evidence(self) -> dict[str, Any]:
         """Evidence of a ``precision_reached`` alert."""

@@ -185,11 +185,16 @@ class SuiteState:
             self._expired_pending(k, p, ev.ts, alerts)
         # (no claim here: a unit waiting at its worst label only lowers the claimed wealth)
         if ev.audit is None and self.audit.requests:
-            req = label_request(self.name, ev.model, ev.example_id, ev.event_id, ev.ts,
-                                ev.stratum)
+            stratum = ev.stratum
             if model.strata is not None and tag is not None:
-                req.update(model.strata.request_fields(tag[0], tag[1]))
-            requests.append(req)
+                propensity, assigned = model.strata.request_fields(tag[0])
+                stratum = stratum if stratum is not None else assigned
+            else:
+                propensity = self.audit.rate
+            requests.append(label_request(
+                self.name, ev.model, ev.example_id, ev.event_id, ev.ts, stratum,
+                propensity=propensity, reason=sample,
+                position=unit.position if unit.position >= 0 else None))
             model.counts["label_requests"] += 1
 
     def _label(self, ev: Event, model: ModelState, key: str, alerts: list[Alert]) -> None:
@@ -260,7 +265,7 @@ class SuiteState:
 
     def _expired_pending(self, key: str, unit: PendingUnit, ts: float,
                          alerts: list[Alert]) -> None:
-        """A label that did not come in time (TTL or count bound): missing for good."""
+        """Take a label that did not come in time (TTL or count bound) as missing for good."""
         m = self.models[unit.model]
         m.pending_units -= 1
         m.counts["expired_pending"] += 1

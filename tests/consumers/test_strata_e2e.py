@@ -130,6 +130,6 @@ precision = 0.15
     assert view["by"] == by and view["half_width"] <= 0.15
     assert view["precision_reached_at_labels"] is not None
     req = [json.loads(x) for x in requests.read_text().splitlines()]
-    assert req and all({"assigned_stratum", "target_stratum", "sample"} <= r.keys() for r in req)
+    assert req and all({"request_id", "propensity", "reason"} <= r.keys() for r in req)
     if by == "judge_loss":
         assert view["warmup_units"] == 500 and len(view["edges"]) >= 1

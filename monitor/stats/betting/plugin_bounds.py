@@ -1,4 +1,4 @@
-"""Worst-case round factors of a ``plugin_up`` e-process, for rounds whose label or reliance is unknown.
+"""Worst-case factors of a ``plugin_up`` round whose label or reliance is not known yet.
 
 A ``plugin_up`` test (:class:`~.plugin.PlugInEProcess`) multiplies each bet cell ``k`` by
 ``1 + lam_k(rho) x`` per round, with ``x = alpha - q`` (certify) or ``q - alpha`` (violate),
