@@ -40,7 +40,7 @@ __all__ = ["worst_human", "worst_log_factors"]
 
 
 def worst_human(side: Side) -> float:
-    """The label that lowers a ``side`` test's factor most: 1 (certify) or 0 (violate).
+    """Return the label that lowers a ``side`` test's factor most: 1 (certify), 0 (violate).
 
     Examples
     --------
