@@ -309,6 +309,11 @@ class Engine:
                 counts[a["kind"]] += 1
         if dup is None:
             return None
+        if dup == "event_id_conflict":
+            rej = Rejection("event_id_conflict", f"event_id {ev.event_id!r} was seen with other "
+                            "content (unit, type or loss); the first event stands")
+            self._reject(rej, raw)
+            return rej
         if dup == "unrouted":
             self.unrouted += 1
             return None

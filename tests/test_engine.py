@@ -133,7 +133,7 @@ def test_duplicate_event_id_dropped() -> None:
     eng = Engine(make_config())
     r1 = eng.process(ev("judge", "j1", "x", audit=True))
     before = dump(eng)
-    r2 = eng.process(ev("judge", "j1", "other", audit=True))
+    r2 = eng.process(ev("judge", "j1", "x", audit=True))  # the same event again
     assert r1.duplicate is None and r2.duplicate == "event_id"
     assert model_view(eng)["counts"]["duplicates"] == 1
     assert eng.counters["duplicates"] == {"event_id": 1, "unit": 0}
@@ -142,6 +142,23 @@ def test_duplicate_event_id_dropped() -> None:
     after["counters"]["duplicates"]["event_id"] = 0
     after["counters"]["events_in"] -= 1
     assert json.dumps(after, sort_keys=True) == before
+
+
+def test_event_id_reused_with_other_content_is_dead_lettered() -> None:
+    eng = Engine(make_config())
+    eng.process(ev("judge", "j1", "x", audit=True))
+    before = dump(eng)
+    for other in (ev("judge", "j1", "other", audit=True),   # another unit
+                  ev("judge", "j1", "x", 1.0, audit=True),  # another loss
+                  ev("label", "j1", "x")):                  # another type (a copied request)
+        r = eng.process(other)
+        assert r.duplicate is None and r.rejection is not None
+        assert r.rejection.reason == "event_id_conflict"
+    assert eng.counters["rejected"]["event_id_conflict"] == 3
+    after = json.loads(dump(eng))
+    assert after["suites"]["qa"]["models"]["m"]["counts"]["rejected"] == 3
+    after["suites"]["qa"]["models"]["m"]["counts"]["rejected"] = 0
+    assert after["suites"] == json.loads(before)["suites"]  # nothing changed but the count
 
 
 def test_duplicate_units() -> None:
@@ -413,7 +430,8 @@ def mixed_stream() -> list[bytes]:
             lines.append(ev("label", f"l{i}", f"x{i}", loss=(i % 4 == 0) * 1.0, ts=i + 0.5,
                             model=m))
         if i % 11 == 0:
-            lines.append(ev("judge", f"j{i}", f"x{i}", ts=i, model=m))  # duplicate id
+            lines.append(ev("judge", f"j{i}", f"x{i}", loss=(i % 5 == 0) * 1.0, ts=i, model=m,
+                            audit=(i % 2 == 0)))  # the same event again
             lines.append(b'{"type": "judge", "loss": 2}')
         if i % 13 == 0:
             lines.append(ev("label", f"early{i}", f"x{i + 1}", loss=1.0, ts=i, model=m))

@@ -3,9 +3,10 @@
 A unit (one example answered by one model) is *judged* by a judge event and *labelled* by a label
 event; the two can arrive in either order. :class:`JoinWindow` keeps, in bounded memory:
 
-- ``ids``: recent event ids (``dedupe_max_ids`` / ``dedupe_ttl_seconds``) with the unit each one
-  named, and the set ``units`` of those units ("j"/"l" + unit key), so a replayed event or a second
-  judge/label of one unit is recognised;
+- ``ids``: recent event ids (``dedupe_max_ids`` / ``dedupe_ttl_seconds``) with the unit and loss
+  each one carried, and the set ``units`` of those units ("j"/"l" + unit key), so a replayed event
+  or a second judge/label of one unit is recognised, and an id reused with other content is
+  refused (``event_id_conflict``);
 - ``pending``: audited units waiting for their label (``max_pending`` / ``pending_ttl_seconds``),
   each a :class:`PendingUnit`;
 - ``orphans``: labels waiting for their judge event (``max_orphans`` / ``orphan_ttl_seconds``);
@@ -20,11 +21,13 @@ Examples
 >>> from monitor.config import CertificateConfig, SuiteConfig
 >>> cert = CertificateConfig(name="r", alpha=0.1, delta=0.05)
 >>> w = JoinWindow(SuiteConfig(name="qa", certificates=[cert]))
->>> w.admit("e1", "1:mx", "j1:mx", True, 5.0), w.watermark
+>>> w.admit("e1", "1:mx", "j1:mx", True, 5.0, 0.0), w.watermark
 (None, 5.0)
->>> w.admit("e1", "1:mx", "j1:mx", True, 6.0)          # the same event id again
+>>> w.admit("e1", "1:mx", "j1:mx", True, 6.0, 0.0)          # the same event again
 'event_id'
->>> w.admit("e2", "1:mx", "j1:mx", True, 6.0)          # a second judge of the same unit
+>>> w.admit("e1", "1:mx", "j1:mx", True, 6.0, 1.0)          # its id, other content
+'event_id_conflict'
+>>> w.admit("e2", "1:mx", "j1:mx", True, 6.0, 0.0)          # a second judge of the unit
 'unit'
 """
 
@@ -93,6 +96,14 @@ class PendingUnit:
         return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]), pos)
 
 
+def _unit(payload: Any) -> Any:
+    """Return the unit key ("j"/"l" + key) of an ``ids`` entry.
+
+    Entries are ``[unit, loss]``, or the unit alone in snapshots of older versions.
+    """
+    return payload[0] if type(payload) is list else payload
+
+
 class JoinWindow:
     """Dedupe window, pending units, orphan labels and used units of one suite (module doc).
 
@@ -143,21 +154,28 @@ class JoinWindow:
         self._rounded_d = self.rounded.data
 
     # ------------------------------------------------------------------ per event
-    def admit(self, event_id: str, key: str, ukey: str, is_judge: bool, ts: float
-              ) -> str | None:
+    def admit(self, event_id: str, key: str, ukey: str, is_judge: bool, ts: float,
+              loss: float) -> str | None:
         """Admit one event of unit ``key`` (``ukey``: "j"/"l" + key), or name its duplicate.
 
-        Returns ``"event_id"`` (a known event id) or ``"unit"`` (a second judge / label of the
-        unit) for a duplicate, which changes nothing; ``"late"`` for the first label of a unit
-        already taken as missing (recorded like an accepted event, never used); else None,
-        after moving the watermark,
+        Returns ``"event_id"`` (a known event id with the same content) or ``"unit"`` (a
+        second judge / label of the unit) for a duplicate, ``"event_id_conflict"`` for a known
+        id with other content (bad input), all of which change nothing; ``"late"`` for the
+        first label of a unit already taken as missing (recorded like an accepted event, never
+        used); else None, after moving the watermark,
         expiring what is due (into :attr:`expired`, which the caller empties) and recording
         the event.
         The watermark the event was stamped with is :attr:`tick`.
         """
         ids = self._ids_d
-        if event_id in ids:
-            return "event_id"
+        seen = ids.get(event_id)
+        if seen is not None:
+            # the same content (the same unit, type and loss) is a duplicate; anything else
+            # reusing the id is bad input (a snapshot of an older version kept the unit only)
+            old = seen[1]
+            if old == ukey or (type(old) is list and old[0] == ukey and old[1] == loss):
+                return "event_id"
+            return "event_id_conflict"
         late = False
         if ukey in self.units:
             return "unit"
@@ -176,20 +194,20 @@ class JoinWindow:
         tick = self.tick = self.watermark
         if tick + self._min_ttl < self._due:
             self._due = tick + self._min_ttl
-        ids[event_id] = (tick, ukey)  # FifoExpiringMap.put without the eviction list
+        ids[event_id] = (tick, [ukey, loss])  # FifoExpiringMap.put without the eviction list
         order = self._order
         order.append(event_id)
         units = self.units
         units.add(ukey)
         while len(ids) > self._max_ids:
-            units.discard(ids.pop(order.popleft())[1])
+            units.discard(_unit(ids.pop(order.popleft())[1]))
         return "late" if late else None
 
     def _expire(self) -> None:
         w = self.watermark
         units = self.units
         for _, old in self.ids.expire(w):
-            units.discard(old)
+            units.discard(_unit(old))
         expired = self.expired
         for k, p in self.pending.expire(w):
             expired.append(("pending", k, p))
@@ -247,7 +265,7 @@ class JoinWindow:
         w = cls(config)
         w.watermark = watermark
         w.ids = FifoExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
-        w.units = {str(u) for _, (_, u) in w.ids.data.items()}
+        w.units = {str(_unit(u)) for _, (_, u) in w.ids.data.items()}
         w.pending = ExpiringMap.from_columns(c.max_pending, c.pending_ttl_seconds, d["pending"],
                                              PendingUnit.from_list)
         w.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])

@@ -31,8 +31,10 @@ Examples
 >>> alerts, requests = [], []
 >>> s.handle(ev("label", "e1", "x"), alerts, requests)            # label first: orphan
 >>> s.handle(ev("judge", "e2", "x", audit=True), alerts, requests)  # judge joins: a round
->>> s.handle(ev("judge", "e2", "y"), alerts, requests)
+>>> s.handle(ev("judge", "e2", "x", audit=True), alerts, requests)  # the same event again
 'event_id'
+>>> s.handle(ev("judge", "e2", "y"), alerts, requests)             # its id, another unit
+'event_id_conflict'
 >>> s.models["m"].counts["rounds"], s.models["m"].counts["duplicates"]
 (1, 1)
 """
@@ -123,8 +125,9 @@ class SuiteState:
         Returns
         -------
         str or None
-            ``"event_id"`` / ``"unit"`` for a dropped duplicate, ``"unrouted"`` when the
-            model is not monitored, else None.
+            ``"event_id"`` / ``"unit"`` for a dropped duplicate, ``"event_id_conflict"`` for an
+            event id reused with other content (bad input, changes nothing), ``"unrouted"``
+            when the model is not monitored, else None.
         """
         model = self.models.get(ev.model) or self.model(ev.model, ev.ts, alerts)
         if model is None:
@@ -139,12 +142,14 @@ class SuiteState:
         is_judge = ev.type == "judge"
         join = self.join
         dup = join.admit(ev.event_id, key, (kp[1] if is_judge else kp[2]) + example_id,
-                         is_judge, ev.ts)
+                         is_judge, ev.ts, ev.loss)
         if dup is not None:
             if dup == "late":  # the label of a unit already taken as missing: never used
                 model.counts["labels"] += 1
                 model.counts["late_labels"] += 1
                 return None
+            if dup == "event_id_conflict":
+                return dup  # bad input: the engine dead-letters it
             model.counts["duplicates"] += 1
             return dup
         if join.expired:
