@@ -26,7 +26,7 @@ Examples
 >>> parse_config(text.replace('"m-v2"\nmargin', '"m-v9"\nmargin'))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-monitor.errors.ConfigError: <config>: suites.0: comparison 'v2-vs-v1': model 'm-v9' is not among the suite's models...
+monitor.errors.ConfigError: <config>: suites.0: comparison 'v2-vs-v1': model 'm-v9' is not...
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = ["ComparisonConfig"]
 
 
 class ComparisonConfig(Section):
-    """A comparison: is the candidate no worse than the baseline by more than ``margin``?
+    """A comparison: is the candidate worse than the baseline by more than ``margin``.
 
     Alerts of kind ``non_inferior`` (``risk(candidate) - risk(baseline) < margin``, shown at
     level ``1 - delta``) and ``inferior`` (the difference ``> margin``); several candidates share

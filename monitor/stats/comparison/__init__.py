@@ -9,9 +9,9 @@ What lives here: the paired observation of the difference and its map onto the c
 verdicts (:mod:`.bound`), the paired design (shadow traffic, :mod:`.paired`), the unpaired
 design (a live split, :mod:`.unpaired`), several candidates sharing the error budget
 (:mod:`.group`) and vectorized synthetic rounds for tests and benchmarks (:mod:`.synthetic`).
-The bets and the plug-in reliance are the certificates' own
-(:class:`monitor.stats.betting.plugin.PlugInEProcess`); the change detector is
-:class:`monitor.stats.changepoint.RiskIncreaseDetector`.
+The e-process (:mod:`.eprocess`, vectorized twin :mod:`.batch`) is the certificates' default
+rule (their per-round functions and plug-in reliance) with a bet grid for comparisons; the change
+detector is :class:`monitor.stats.changepoint.RiskIncreaseDetector`.
 
 May import: numpy, the standard library, :mod:`monitor.stats.betting` and
 :mod:`monitor.stats.changepoint`; nothing else of certmon.
@@ -26,7 +26,9 @@ Examples
 
 from __future__ import annotations
 
+from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.bound import DifferenceBound
+from monitor.stats.comparison.eprocess import DifferenceEProcess, comparison_grid, grid_cells
 from monitor.stats.comparison.group import CandidateGroup
 from monitor.stats.comparison.observation import (
     arm_shift,
@@ -41,12 +43,16 @@ from monitor.stats.comparison.unpaired import UnpairedComparison
 __all__ = [
     "CandidateGroup",
     "ComparisonStatus",
+    "DifferenceBatch",
     "DifferenceBound",
+    "DifferenceEProcess",
     "PairedComparison",
     "UnpairedComparison",
     "arm_shift",
+    "comparison_grid",
     "difference_observation",
     "from_unit",
+    "grid_cells",
     "to_unit",
     "unit_margin",
 ]

@@ -10,7 +10,7 @@ upper bound on ``mu``. The violate side gives a lower bound the same way.
 Examples
 --------
 >>> bd = DifferenceBound(0.51, "certify", 0.05, 0.95)
->>> for _ in range(300):
+>>> for _ in range(600):
 ...     bd.advance(0.5, 0.0, 0.0)          # the two arms always agree: difference 0
 >>> bd.bound < 0.02                         # an upper bound on the difference, below the margin
 True
@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.stats.betting.bets import Side
-from monitor.stats.betting.plugin import bet_grid
+from monitor.stats.comparison.eprocess import Grid, grid_cells
 
 __all__ = ["STEP", "WINDOW", "DifferenceBound"]
 
@@ -51,6 +51,8 @@ class DifferenceBound:
         Error level in (0, 1).
     c : float
         The test's cap fraction (its bets are reused, capped as the test caps them).
+    grid : {"comparison", "certificate"}
+        The test's bet grid (:func:`~.eprocess.grid_cells`).
 
     Notes
     -----
@@ -70,17 +72,20 @@ class DifferenceBound:
     rounding.
     """
 
-    __slots__ = ("_alpha", "_bound", "_c", "_cells", "_delta", "_lam", "_log_thr", "_log_w",
+    __slots__ = ("_alpha", "_bound", "_c", "_cells", "_delta", "_grid", "_lam", "_log_thr",
+                 "_log_w",
                  "_points", "_sgn", "_side")
 
-    def __init__(self, alpha: float, side: Side, delta: float, c: float) -> None:
+    def __init__(self, alpha: float, side: Side, delta: float, c: float,
+                 grid: Grid = "comparison") -> None:
         if side not in ("certify", "violate"):
             raise ValueError(f"side must be 'certify' or 'violate', got {side!r}")
         if not (0.0 < alpha < 1.0 and 0.0 < delta < 1.0 and 0.0 < c < 1.0):
             raise ValueError(f"bad DifferenceBound arguments: {alpha!r}, {delta!r}, {c!r}")
         self._alpha, self._side, self._delta, self._c = float(alpha), side, float(delta), c
         self._sgn = 1.0 if side == "certify" else -1.0
-        lam, w = bet_grid(self._alpha, side, c)
+        self._grid: Grid = grid
+        lam, w = grid_cells(grid, self._alpha, side, c)
         self._lam = np.array(lam)
         self._log_w = np.log(np.array(w))
         self._log_thr = -math.log(self._delta)
@@ -91,14 +96,14 @@ class DifferenceBound:
             pts = pts[pts > 1.0 - (1.0 - self._alpha) / c + 1e-9]
         else:
             pts = pts[pts < self._alpha / c - 1e-9]
-        self._points: FloatArray = pts[(pts > 0.0) & (pts < 1.0)]
+        self._points: FloatArray = np.asarray(pts[(pts > 0.0) & (pts < 1.0)], dtype=np.float64)
         self._cells: FloatArray = np.zeros((self._points.size, self._lam.size))
         self._bound = math.inf if side == "certify" else -math.inf
 
     @property
     def side(self) -> Side:
         """``"certify"`` (upper bound) or ``"violate"`` (lower bound)."""
-        return self._side  # type: ignore[return-value]
+        return self._side
 
     @property
     def bound(self) -> float:
@@ -136,7 +141,7 @@ class DifferenceBound:
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state (Python floats; infinite bounds as None)."""
         return {"kind": _KIND, "version": 1, "alpha": self._alpha, "side": self._side,
-                "delta": self._delta, "c": self._c,
+                "delta": self._delta, "c": self._c, "grid": self._grid,
                 "bound": None if math.isinf(self._bound) else self._bound,
                 "points": [float(v) for v in self._points],
                 "cells": [[float(v) for v in row] for row in self._cells]}
@@ -146,7 +151,7 @@ class DifferenceBound:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
         if d.get("kind") != _KIND or d.get("version") != 1:
             raise ValueError(f"not a DifferenceBound state (kind={d.get('kind')!r})")
-        b = cls(float(d["alpha"]), d["side"], float(d["delta"]), float(d["c"]))
+        b = cls(float(d["alpha"]), d["side"], float(d["delta"]), float(d["c"]), d["grid"])
         pts = np.array([float(v) for v in d["points"]], dtype=np.float64)
         cells = np.array(d["cells"], dtype=np.float64).reshape(pts.size, b._lam.size)
         if not np.all(np.isfinite(cells)) or not np.all(np.isin(pts, b._points)):

@@ -77,7 +77,7 @@ class CandidateGroup:
         return list(self._members)
 
     def member(self, candidate: str) -> Any:
-        """The comparison of one candidate (a ``PairedComparison`` or ``UnpairedComparison``)."""
+        """Return the comparison of one candidate (paired or unpaired)."""
         if candidate not in self._members:
             raise KeyError(f"unknown candidate {candidate!r}")
         return self._members[candidate]

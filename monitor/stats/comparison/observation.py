@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["arm_shift", "check_block", "check_loss", "difference_observation", "from_unit", "to_unit",
+__all__ = ["arm_shift", "check_block", "check_loss", "difference_observation", "from_unit",
+           "to_unit",
            "unit_margin"]
 
 

@@ -4,9 +4,9 @@
 differences (Choe & Ramdas, "Comparing sequential forecasters"): ``non_inferior`` rejects
 H0: ``Delta >= margin`` and ``inferior`` rejects H0: ``Delta <= margin``, where ``Delta`` is the
 average of the rounds' conditional mean differences ``R_c - R_b``. Each is the certificates'
-default e-process (:class:`~monitor.stats.betting.plugin.PlugInEProcess`: plug-in reliance,
-universal portfolio over fixed bets, ``c = 0.95``) on the unit-scale rounds of
-:mod:`.observation`, with ``alpha = (margin + 1) / 2``.
+default rule (plug-in reliance, universal portfolio over fixed bets, ``c = 0.95``) on the
+unit-scale rounds of :mod:`.observation`, with ``alpha = (margin + 1) / 2`` and a bet grid for
+comparisons (:class:`~.eprocess.DifferenceEProcess`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from monitor.stats.betting.bets import BetConfig
-from monitor.stats.betting.plugin import PlugInEProcess
+from monitor.stats.betting.bets import DEFAULT_CAP
 from monitor.stats.changepoint import RiskIncreaseDetector
 from monitor.stats.comparison.bound import DifferenceBound
-from monitor.stats.comparison.observation import check_block, check_loss, from_unit, to_unit, unit_margin
+from monitor.stats.comparison.eprocess import GRIDS, DifferenceEProcess, Grid
+from monitor.stats.comparison.observation import (
+    check_block,
+    check_loss,
+    from_unit,
+    to_unit,
+    unit_margin,
+)
 
 __all__ = ["DEFAULT_RHOS", "ComparisonStatus", "PairedComparison"]
 
@@ -50,6 +56,9 @@ class PairedComparison:
     n_rhos : int
         Candidate reliances of the plug-in rule, ``linspace(0, 1, n_rhos)``; 1 means R-Eval
         (labels only, ``rho = 0``).
+    grid : {"comparison", "certificate"}
+        Fixed bets of the universal portfolio (:func:`~.eprocess.grid_cells`): the
+        comparison's (default, more mass on small bets) or the certificates' own.
     detector_p, detector_horizon : float, int
         Change detector's false-alarm budget: probability ``p`` over ``horizon`` rounds
         (threshold ``horizon / p``, average run length at least that, see
@@ -90,7 +99,8 @@ class PairedComparison:
 
     def __init__(self, margin: float = 0.02, delta: float = 0.05, *,
                  threshold_delta: float | None = None, n_rhos: int = DEFAULT_RHOS,
-                 detector_p: float = 0.02, detector_horizon: int = 4500) -> None:
+                 grid: Grid = "comparison", detector_p: float = 0.02,
+                 detector_horizon: int = 4500) -> None:
         self._margin = float(margin)
         self._alpha = unit_margin(margin)
         self._delta = _level("delta", delta)
@@ -99,17 +109,20 @@ class PairedComparison:
         if isinstance(n_rhos, bool) or not isinstance(n_rhos, int) or n_rhos < 1:
             raise ValueError(f"n_rhos must be an int >= 1, got {n_rhos!r}")
         self._n_rhos = n_rhos
+        if grid not in GRIDS:
+            raise ValueError(f"grid must be one of {GRIDS}, got {grid!r}")
+        self._grid: Grid = grid
         self._det_p, self._det_h = float(detector_p), int(detector_horizon)
         self._epoch = 0
         self._fresh()
 
     def _fresh(self) -> None:
         rhos = [0.0] if self._n_rhos == 1 else np.linspace(0.0, 1.0, self._n_rhos).tolist()
-        bet = BetConfig()
-        self._ni = PlugInEProcess(self._alpha, self._tdelta, "certify", rhos, bet)
-        self._inf = PlugInEProcess(self._alpha, self._tdelta, "violate", rhos, bet)
-        self._upper = DifferenceBound(self._alpha, "certify", self._tdelta, bet.c)
-        self._lower = DifferenceBound(self._alpha, "violate", self._tdelta, bet.c)
+        c = DEFAULT_CAP["plugin_up"]
+        self._ni = DifferenceEProcess(self._alpha, "certify", rhos, self._grid, c)
+        self._inf = DifferenceEProcess(self._alpha, "violate", rhos, self._grid, c)
+        self._upper = DifferenceBound(self._alpha, "certify", self._tdelta, c, self._grid)
+        self._lower = DifferenceBound(self._alpha, "violate", self._tdelta, c, self._grid)
         self._det = RiskIncreaseDetector(self._alpha, views=2, p=self._det_p,
                                          horizon=self._det_h)
         self._sum_h = 0.0
@@ -241,8 +254,11 @@ class PairedComparison:
 
     @property
     def bound(self) -> float | None:
-        """The bound that agrees with the verdict: upper (``< margin``) for ``non_inferior``,
-        lower (``> margin``) for ``inferior``, None while pending."""
+        """One-sided bound that agrees with the verdict (None while pending).
+
+        The upper bound (``<= margin``) for ``non_inferior``, the lower bound (``>= margin``) for
+        ``inferior``.
+        """
         st = self.status
         if st == "non_inferior":
             return min(self._upper.bound, self._margin)
@@ -267,9 +283,9 @@ class PairedComparison:
 
     # ------------------------------------------------------------------ state
     def config(self) -> dict[str, Any]:
-        """The configuration part of the state."""
+        """Return the configuration part of the state."""
         return {"margin": self._margin, "delta": self._delta, "threshold_delta": self._tdelta,
-                "n_rhos": self._n_rhos, "detector_p": self._det_p,
+                "n_rhos": self._n_rhos, "grid": self._grid, "detector_p": self._det_p,
                 "detector_horizon": self._det_h}
 
     def to_state(self) -> dict[str, Any]:
@@ -287,7 +303,7 @@ class PairedComparison:
             raise ValueError(f"not a PairedComparison state (kind={d.get('kind')!r})")
         c = d["config"]
         m = cls(c["margin"], c["delta"], threshold_delta=c["threshold_delta"],
-                n_rhos=c["n_rhos"], detector_p=c["detector_p"],
+                n_rhos=c["n_rhos"], grid=c["grid"], detector_p=c["detector_p"],
                 detector_horizon=c["detector_horizon"])
         m.load_parts(d)
         return m
@@ -295,8 +311,11 @@ class PairedComparison:
     def load_parts(self, d: dict[str, Any]) -> None:
         """Set the dynamic part of a :meth:`to_state` output on this fresh comparison."""
         self._epoch = int(d["epoch"])
-        self._ni.load_state(d["non_inferior"])
-        self._inf.load_state(d["inferior"])
+        ni_ep = DifferenceEProcess.from_state(d["non_inferior"])
+        inf_ep = DifferenceEProcess.from_state(d["inferior"])
+        if ni_ep.config() != self._ni.config() or inf_ep.config() != self._inf.config():
+            raise ValueError("PairedComparison state: tests of another configuration")
+        self._ni, self._inf = ni_ep, inf_ep
         self._upper = DifferenceBound.from_state(d["upper"])
         self._lower = DifferenceBound.from_state(d["lower"])
         self._det = RiskIncreaseDetector.from_state(d["detector"])

@@ -73,14 +73,14 @@ class UnpairedComparison:
         self._cmp.advance_unit(0.5 * (hc - hb + 1.0), 0.5 * (sc - sb))
 
     def update_candidate(self, human: float, judge: float, block_mean: float | None) -> None:
-        """The candidate's next audited unit (audit order): human, judge loss, block mean.
+        """Add the candidate's next audited unit (audit order): human, judge loss, block mean.
 
         Raises ``ValueError`` on a loss outside [0, 1]; nothing is updated then.
         """
         self._arm(0, human, judge, block_mean)
 
     def update_baseline(self, human: float, judge: float, block_mean: float | None) -> None:
-        """The baseline's next audited unit (audit order); see :meth:`update_candidate`."""
+        """Add the baseline's next audited unit (audit order); see :meth:`update_candidate`."""
         self._arm(1, human, judge, block_mean)
 
     @property
@@ -134,7 +134,7 @@ class UnpairedComparison:
         return self._cmp.change_alarm
 
     def restart(self) -> None:
-        """New epoch: fresh tests; waiting units are kept (they belong to no pair yet)."""
+        """Start a new epoch: fresh tests; waiting units are kept (they belong to no pair yet)."""
         self._cmp.restart()
 
     def to_state(self) -> dict[str, Any]:

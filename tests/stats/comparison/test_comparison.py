@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting.bets import BetConfig
-from monitor.stats.betting.plugin_batch import PlugInBatch
+from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.comparison import (
     CandidateGroup,
+    DifferenceBatch,
+    DifferenceEProcess,
     PairedComparison,
     UnpairedComparison,
     difference_observation,
@@ -41,11 +43,15 @@ def test_unit_scale_is_the_difference_observation() -> None:
         assert math.isclose(2 * (h + rho * s) - 1, d, abs_tol=1e-12)
 
 
-def test_comparison_equals_the_batch_twin() -> None:
+RHOS = np.linspace(0, 1, 11).tolist()
+
+
+@pytest.mark.parametrize("grid", ["comparison", "certificate"])
+def test_comparison_equals_the_batch_twin(grid: str) -> None:
     rounds = stream(1, 600, 0.12, 0.05)
-    cmp = PairedComparison(0.02, 0.05)
-    ni = PlugInBatch(0.51, "certify", np.linspace(0, 1, 11).tolist(), BetConfig(), 1)
-    inf = PlugInBatch(0.51, "violate", np.linspace(0, 1, 11).tolist(), BetConfig(), 1)
+    cmp = PairedComparison(0.02, 0.05, grid=grid)  # type: ignore[arg-type]
+    ni = DifferenceBatch(0.51, "certify", RHOS, 1, grid)  # type: ignore[arg-type]
+    inf = DifferenceBatch(0.51, "violate", RHOS, 1, grid)  # type: ignore[arg-type]
     for r in rounds:
         cmp.update(*r)
         h, s = to_unit(*r)
@@ -54,6 +60,22 @@ def test_comparison_equals_the_batch_twin() -> None:
         assert math.isclose(cmp.log_e_non_inferior, float(ni.log_wealth[0]), abs_tol=1e-9)
         assert math.isclose(cmp.log_e_inferior, float(inf.log_wealth[0]), abs_tol=1e-9)
     assert cmp.status == "inferior" and cmp.decided_at_round is not None
+
+
+@pytest.mark.parametrize("side", ["certify", "violate"])
+def test_certificate_grid_is_the_certificates_e_process(side: str) -> None:
+    # the comparison's e-process reuses the certificates' per-round functions: with their grid
+    # it is their e-process, bit for bit
+    mine = DifferenceEProcess(0.51, side, RHOS, "certificate")  # type: ignore[arg-type]
+    theirs = PlugInEProcess(0.51, 0.05, side, RHOS, BetConfig())  # type: ignore[arg-type]
+    for r in stream(12, 500, 0.08, 0.05):
+        h, s = to_unit(*r)
+        assert mine.advance(h, s) == theirs.advance(h, s)
+        assert mine.rho == theirs.rho
+    back = DifferenceEProcess.from_state(json.loads(json.dumps(mine.to_state())))
+    for r in stream(13, 100, 0.08, 0.05):
+        h, s = to_unit(*r)
+        assert back.advance(h, s) == mine.advance(h, s)
 
 
 @pytest.mark.parametrize("risks", [(0.12, 0.05), (0.05, 0.05), (0.02, 0.08)])
@@ -179,7 +201,7 @@ def test_bad_config_and_state() -> None:
     for kw in (dict(margin=1.0), dict(delta=0.0), dict(threshold_delta=1.5),
                dict(n_rhos=0)):
         with pytest.raises(ValueError):
-            PairedComparison(**kw)  # type: ignore[arg-type]
+            PairedComparison(**kw)
     st = PairedComparison().to_state()
     with pytest.raises(ValueError, match="not a PairedComparison"):
         PairedComparison.from_state({**st, "version": 2})

@@ -2,7 +2,7 @@
 unpaired, judge biased toward the candidate), power in shadow traffic, the bound's coverage.
 
 The e-processes run vectorized with :class:`~monitor.stats.betting.plugin_batch.PlugInBatch`,
-the vectorized twin of the :class:`~monitor.stats.betting.plugin.PlugInEProcess` a comparison
+the vectorized twin of the :class:`~monitor.stats.comparison.DifferenceEProcess` a comparison
 runs on its unit-scale rounds (``test_comparison.py`` checks the two agree on a comparison's
 rounds)."""
 
@@ -13,9 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.betting.bets import BetConfig, Side
-from monitor.stats.betting.plugin import bet_grid
-from monitor.stats.betting.plugin_batch import PlugInBatch
+from monitor.stats.betting.bets import Side
+from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.observation import unit_margin
 from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
 from tests.stats.binomial import clopper_pearson_lower, clopper_pearson_upper
@@ -28,7 +27,7 @@ def first_crossing(r: UnitRounds, side: Side, delta: float, margin: float = MARG
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(round of first crossing of 1/delta or a huge number, running max log wealth)."""
     reps, horizon = r.human.shape
-    b = PlugInBatch(unit_margin(margin), side, RHOS, BetConfig(), reps)
+    b = DifferenceBatch(unit_margin(margin), side, RHOS, reps)
     best = np.zeros(reps)
     hit = np.full(reps, 10**9)
     thr = math.log(1.0 / delta)
@@ -59,7 +58,7 @@ def boundary_rates(case: str, reps: int = 2000, horizon: int = 1500, shift_margi
                       **kw)  # type: ignore[arg-type]
     out = {}
     for side in ("certify", "violate"):  # false non_inferior, false inferior
-        _, best = first_crossing(r, side, 0.05, margin + shift_margin)  # type: ignore[arg-type]
+        _, best = first_crossing(r, side, 0.05, margin + shift_margin)
         for delta in (0.2, 0.1, 0.05):  # bets do not depend on delta: one run checks all
             out[(side, delta)] = int((best >= math.log(1.0 / delta)).sum())
     return out
@@ -100,12 +99,12 @@ def test_power_equal_versions_shadow_traffic() -> None:
 @pytest.mark.statistical
 def test_power_equal_versions_independent_failures() -> None:
     # independent failures (the simulator's default, no benefit from pairing): the clairvoyant
-    # constant bettor itself decides within 2000 in only ~86% of runs; measured ~70%
+    # constant bettor itself decides within 2000 in only ~86% of runs; measured 71%
     reps = 400
     r = paired_rounds(np.random.default_rng(9), reps, 2000, 0.05, 0.05)
     hit, _ = first_crossing(r, "certify", 0.05)
     k = int((hit <= 2000).sum())
-    assert clopper_pearson_upper(k, reps, 0.999) >= 0.65, k / reps
+    assert clopper_pearson_upper(k, reps, 0.999) >= 0.7, k / reps
 
 
 @pytest.mark.statistical
@@ -118,16 +117,13 @@ def test_bound_covers_the_true_difference(side: Side) -> None:
     r = paired_rounds(np.random.default_rng(11), reps, horizon, 0.05, 0.05, favour_c=0.3)
     alpha = unit_margin(MARGIN if side == "certify" else -MARGIN)
     m = 0.5  # true difference 0 on the unit scale, 0.01 from alpha (4 grid steps)
-    b = PlugInBatch(alpha, side, RHOS, BetConfig(), reps)
-    lam, w = bet_grid(alpha, side, 0.95)
-    lam_a, logw = np.array(lam)[None, :], np.log(np.array(w))[None, :]
-    off = 1.0 - alpha if side == "certify" else alpha
+    b = DifferenceBatch(alpha, side, RHOS, reps)
+    logw = b.log_prior
     sgn = 1.0 if side == "certify" else -1.0
-    cells = np.zeros((reps, len(lam)))
+    cells = np.zeros((reps, logw.shape[1]))
     best = np.zeros(reps)
     for t in range(horizon):
-        rho = b.rho
-        bets = np.minimum(lam_a, 0.95 / (off + rho)[:, None])
+        rho, bets = b.rho, b.bets
         q = r.human[:, t] + rho * r.shift[:, t]
         cells += np.log1p(bets * (sgn * (m - q))[:, None])
         v = cells + logw
