@@ -31,6 +31,7 @@ monitor.errors.ConfigError: <config>: suites.0: comparison 'v2-vs-v1': model 'm-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
@@ -93,10 +94,8 @@ class ComparisonConfig(Section):
         """Level of each candidate's verdicts: ``delta / number of candidates`` (Bonferroni)."""
         return self.delta / len(self.candidate_list)
 
-    def check_models(self, is_model: object) -> None:
+    def check_models(self, is_model: Callable[[str], bool]) -> None:
         """Raise ``ValueError`` unless ``is_model(name)`` holds for the baseline and candidates."""
-        if not callable(is_model):
-            raise TypeError("is_model must be callable")
         for m in [self.baseline, *self.candidate_list]:
             if not is_model(m):
                 raise ValueError(f"comparison {self.name!r}: model {m!r} is not among the "
