@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 # method family -> families of monitor.stats it may import (besides itself and multiplicity)
 FAMILY_DEPS = {"betting": set(), "cereval": set(), "stratppi": {"cereval"},
-               "pulse": {"betting"}, "changepoint": set()}
+               "pulse": {"betting"}, "changepoint": set(),
+               "comparison": {"betting", "changepoint"}}
 
 
 def module_name(path: Path) -> str:

@@ -38,6 +38,7 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.config.comparisons import ComparisonConfig
 from monitor.config.kafka import KafkaConfig
 from monitor.selection import SelectionSettings
 from monitor.stats.changepoint.detector import DEFAULT_P
@@ -276,6 +277,17 @@ class SuiteConfig(_Section):
     def matches_model(self, model: str) -> bool:
         """Return True when ``model`` matches one of the model patterns."""
         return any(fnmatch.fnmatchcase(model, p) for p in self.models)
+
+    comparisons: list[ComparisonConfig] = Field(default=[], exclude_if=lambda v: not v, description="Candidate-vs-baseline comparisons of this suite's models ([[suites.comparisons]]; absent from dumps while empty, so fingerprints do not change).")  # noqa: E501
+
+    @model_validator(mode="after")
+    def _check_comparisons(self) -> Self:
+        names = [c.name for c in self.comparisons]
+        if len(set(names)) != len(names):
+            raise ValueError(f"comparison names must be unique, got {names}")
+        for c in self.comparisons:  # listed models: exact names; globs: a matching pattern
+            c.check_models(self.matches_model)
+        return self
 
 
 def _is_glob(pattern: str) -> bool:
