@@ -124,7 +124,7 @@ class AuditOrder:
     def settle(self, groups: dict[str, CertificateGroup], taken: Sequence[Entry]) -> None:
         """Remove the bounds of entries just taken by :meth:`take_ready` (before applying them)."""
         if not self.waiting:
-            self.sums.clear()  # exact: no waiting unit left
+            self.sums = {}  # exact: no waiting unit left
             return
         for e in taken:
             self.add(groups, e[4], e[1], (e[2], e[3]), -1.0)
@@ -147,7 +147,7 @@ class AuditOrder:
 
         ``pending`` lists ``(judge, block)`` of the waiting units whose label has not arrived.
         """
-        self.sums.clear()
+        self.sums = {}
         for e in self.ready.values():
             e[4] = e[0]
             self.add(groups, e[0], e[1], (e[2], e[3]))
@@ -156,22 +156,50 @@ class AuditOrder:
 
     # ------------------------------------------------------------------ snapshot
     def to_list(self) -> list[Any]:
-        """JSON form ``[next_position, applied, waiting, [[pos, human, judge, bsum, bcount]]]``.
+        """JSON form ``[next, applied, waiting, [[pos, human, judge, bsum, bcount]], sums]``.
+
+        ``sums`` is ``[[certificate, per-test per-cell sums]]`` (empty when nothing waits): saved
+        so that a restore continues with the same floats; :meth:`adopt` checks them.
 
         Examples
         --------
         >>> o = AuditOrder(); _ = o.assign(); _ = o.assign(); o.resolve(1, 0.0, 0.5, 0.0, 0, {})
         >>> o.to_list(), AuditOrder.from_list(o.to_list()).to_list() == o.to_list()
-        ([2, 0, 2, [[1, 0.0, 0.5, 0.0, 0]]], True)
+        ([2, 0, 2, [[1, 0.0, 0.5, 0.0, 0]], []], True)
         """
         return [self.next_position, self.applied, self.waiting,
-                [[p, e[0], e[1], e[2], e[3]] for p, e in sorted(self.ready.items())]]
+                [[p, e[0], e[1], e[2], e[3]] for p, e in sorted(self.ready.items())],
+                [[c, [list(t) for t in v]] for c, v in self.sums.items()]]
 
     @classmethod
     def from_list(cls, v: Sequence[Any]) -> AuditOrder:
-        """Inverse of :meth:`to_list` (:attr:`sums` are rebuilt by the owner)."""
+        """Inverse of :meth:`to_list`; the owner then calls :meth:`adopt` (it needs the groups)."""
         o = cls(int(v[0]), int(v[1]), waiting=int(v[2]))
         for p, human, judge, bsum, bcount in v[3]:
             o.ready[int(p)] = [None if human is None else float(human), float(judge),
                                float(bsum), int(bcount), None]
+        o.sums = {str(c): [[float(x) for x in t] for t in tests] for c, tests in v[4]}
         return o
+
+    def adopt(self, groups: dict[str, CertificateGroup],
+              pending: Sequence[tuple[float, tuple[float, int]]]) -> bool:
+        """Check the restored :attr:`sums` against a rebuild; keep them if they agree.
+
+        ``pending`` lists ``(judge, block)`` of the waiting units whose label has not arrived.
+        Returns False (and keeps the rebuilt sums) when a saved value differs from the rebuilt
+        one by more than float rounding, or the shapes differ: the snapshot was altered.
+        """
+        saved = self.sums
+        self.rebuild(groups, pending)
+        rebuilt = self.sums
+        if set(saved) != set(rebuilt):
+            return False
+        for c, tests in rebuilt.items():
+            if len(saved[c]) != len(tests):
+                return False
+            for a, b in zip(saved[c], tests, strict=True):
+                if len(a) != len(b) or any(
+                        not abs(x - y) <= 1e-9 * (1.0 + abs(y)) for x, y in zip(a, b, strict=True)):
+                    return False
+        self.sums = saved  # the floats the live process had
+        return True

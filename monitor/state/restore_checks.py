@@ -180,6 +180,7 @@ def check_suite_dict(
     _check_columns(d["rounded"], config.max_round_units, f"{where} rounded")
     if "refused" in d:
         _int(d["refused"][0], f"{where} refused count")
+    positions = _pending_positions(d["pending"], where)
     certs = {c.name: c for c in config.certificates}
     expected = {n: build_group(c, threshold_delta(c)).to_state()["config"]
                 for n, c in certs.items()}  # what the configuration builds, once per suite
@@ -189,6 +190,8 @@ def check_suite_dict(
         rounds = _int(md["counts"]["rounds"], f"{mw} rounds")
         for key in ("block_count", "pending_units", "orphan_labels"):
             _int(md[key], f"{mw} {key}")
+        if "audit_order" in md:
+            _check_audit_order(md["audit_order"], positions.get(md["name"], []), mw)
         if not 0.0 <= _finite(md["block_sum"], f"{mw} block_sum") <= md["block_count"]:
             raise RefusedState(f"{mw}: block_sum outside [0, block_count]")
         _finite(md["bias_sum"], f"{mw} bias_sum")
@@ -214,6 +217,48 @@ def check_suite_dict(
                                      f"after the model's {rounds} rounds")
             if e[3] is not None:
                 _finite(e[3], f"{mw} status time")
+
+
+def _pending_positions(cols: Any, where: str) -> dict[str, list[int]]:
+    """Audit positions of the pending units (``PendingUnit`` lists), by model."""
+    out: dict[str, list[int]] = {}
+    for p in cols.get("payloads") or []:
+        if not isinstance(p, list) or len(p) < 2 or not isinstance(p[0], str):
+            raise RefusedState(f"{where} pending: malformed unit {p!r}")
+        j = _finite(p[1], f"{where} pending judge loss")
+        if not 0.0 <= j <= 1.0:
+            raise RefusedState(f"{where} pending: judge loss {j} outside [0, 1]")
+        if len(p) > 6 and not 0.0 <= _finite(p[5], f"{where} pending block") <= _int(
+                p[6], f"{where} pending block count"):
+            raise RefusedState(f"{where} pending: block sum outside [0, count]")
+        if len(p) > 7 and p[7] != -1:
+            out.setdefault(p[0], []).append(_int(p[7], f"{where} pending audit position"))
+    return out
+
+
+def _check_audit_order(v: Any, pending: list[int], where: str) -> None:
+    """Check the reorder buffer: positions, waiting units, labels and blocks in range."""
+    if not isinstance(v, list) or len(v) != 5 or not isinstance(v[3], list):
+        raise RefusedState(f"{where}: malformed audit order")
+    nxt, applied, waiting = (_int(x, f"{where} audit order") for x in v[:3])
+    ready = []
+    for e in v[3]:
+        if not isinstance(e, list) or len(e) != 5:
+            raise RefusedState(f"{where}: malformed waiting unit {e!r}")
+        ready.append(_int(e[0], f"{where} waiting position"))
+        if e[1] is not None and not 0.0 <= _finite(e[1], f"{where} waiting label") <= 1.0:
+            raise RefusedState(f"{where}: waiting label outside [0, 1]")
+        if not 0.0 <= _finite(e[2], f"{where} waiting judge loss") <= 1.0:
+            raise RefusedState(f"{where}: waiting judge loss outside [0, 1]")
+        if not 0.0 <= _finite(e[3], f"{where} waiting block") <= _int(e[4], f"{where} block"):
+            raise RefusedState(f"{where}: waiting block sum outside [0, count]")
+    every = ready + pending
+    if not applied <= nxt or waiting != nxt - applied or len(set(every)) != len(every) or any(
+            not applied < p < nxt for p in ready) or any(not applied <= p < nxt for p in pending):
+        raise RefusedState(f"{where}: audit order positions are inconsistent (next {nxt}, "
+                           f"applied {applied}, waiting {waiting})")
+    if len(every) != waiting:
+        raise RefusedState(f"{where}: {waiting} waiting audit positions, {len(every)} units")
 
 
 def check_restored_suite(multiplicity: str, models: dict[str, Any]) -> None:

@@ -51,6 +51,7 @@ from monitor.state.audit_policy import UNIFORM, AuditPolicy
 from monitor.state.join import JoinWindow, PendingUnit
 from monitor.state.model import ModelState
 from monitor.state.prototypes import ModelFactory, threshold_delta
+from monitor.state.restore_checks import RefusedState
 from monitor.state.status_book import StatusBook
 from monitor.state.strata import StrataState
 from monitor.state.views import model_view
@@ -329,7 +330,9 @@ class SuiteState:
                 waiting.setdefault(unit.model, []).append(
                     (unit.judge, (unit.block_sum, unit.block_count)))
         for m in s.models.values():
-            m.order.rebuild(m.groups, waiting.get(m.name, []))
+            if not m.order.adopt(m.groups, waiting.get(m.name, [])):
+                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the saved bounds of its "
+                                   "waiting audited units differ from their units")
         count, names = d.get("refused", [0, []])  # absent in older snapshots
         s.refused_count, s.refused = int(count), [str(n) for n in names]
         return s
