@@ -55,7 +55,9 @@ class PendingUnit:
     losses, closed when the unit was judged (``block_count`` is -1 for a unit of a snapshot
     written before blocks travelled with their unit: it has no block); ``position`` is its
     audit position (:mod:`monitor.state.audit_order`; -1: not a betting round, or a unit of a
-    snapshot written before rounds were ordered, applied when its label arrives).
+    snapshot written before rounds were ordered, applied when its label arrives); ``rhos``
+    are its round's reliances, fixed when it was judged (per certificate, per ``plugin_up``
+    test; None: not a round, or an older snapshot's unit).
     """
 
     model: str
@@ -66,6 +68,7 @@ class PendingUnit:
     block_sum: float
     block_count: int
     position: int = -1
+    rhos: dict[str, list[float]] | None = None
 
     @property
     def block(self) -> tuple[float, int] | None:
@@ -73,18 +76,18 @@ class PendingUnit:
         return None if self.block_count < 0 else (self.block_sum, self.block_count)
 
     def to_list(self) -> list[Any]:
-        """JSON form ``[model, judge, event_id, stratum, tag, block_sum, block_count, position]``.
+        """JSON form ``[model, judge, event_id, stratum, tag, bsum, bcount, position, rhos]``.
 
         Examples
         --------
-        >>> u = PendingUnit("m", 0.0, "e1", None, None, 1.5, 3, 7)
+        >>> u = PendingUnit("m", 0.0, "e1", None, None, 1.5, 3, 7, {"r": [0.0, 1.0]})
         >>> u.to_list(), PendingUnit.from_list(u.to_list()) == u
-        (['m', 0.0, 'e1', None, None, 1.5, 3, 7], True)
+        (['m', 0.0, 'e1', None, None, 1.5, 3, 7, {'r': [0.0, 1.0]}], True)
         >>> PendingUnit.from_list(["m", 0.0, "e1", None]).block is None   # an old snapshot
         True
         """
         return [self.model, self.judge, self.event_id, self.stratum, self.tag, self.block_sum,
-                self.block_count, self.position]
+                self.block_count, self.position, self.rhos]
 
     @classmethod
     def from_list(cls, v: Sequence[Any]) -> PendingUnit:
@@ -93,7 +96,10 @@ class PendingUnit:
         if len(v) < 7:
             return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, 0.0, -1)
         pos = int(v[7]) if len(v) > 7 else -1
-        return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]), pos)
+        rhos = None if len(v) < 9 or v[8] is None else {
+            str(c): [float(r) for r in rs] for c, rs in v[8].items()}
+        return cls(str(v[0]), float(v[1]), str(v[2]), v[3], tag, float(v[5]), int(v[6]), pos,
+                   rhos)
 
 
 def _unit(payload: Any) -> Any:

@@ -208,11 +208,28 @@ class ModelState:
         self.block_count = 0
         return block
 
-    def round(self, human: float, judge: float, block: tuple[float, int] | None) -> None:
-        """Form one round with the unit's own block; feed every monitor and detector."""
+    def reliances(self) -> dict[str, list[float]]:
+        """Each certificate's ``plugin_up`` tests' reliances for a unit judged now."""
+        return {c: r for c, g in self.groups.items() if (r := g.reliances())}
+
+    def learn(self, human: float, judge: float, block: tuple[float, int] | None) -> None:
+        """Let the reliances learn from a label that arrived, before its round is applied."""
         mean = block[0] / block[1] if block is not None and block[1] else None
         for group in self.groups.values():
-            group.update(human, judge, mean)
+            group.learn(human, judge, mean)
+
+    def round(self, human: float, judge: float, block: tuple[float, int] | None,
+              rhos: dict[str, list[float]] | None = None, learned: bool = False) -> None:
+        """Form one round with the unit's own block; feed every monitor and detector.
+
+        ``rhos``: the unit's reliances, fixed when it was judged (:meth:`reliances` then; a
+        certificate not in it uses its tests' current ones). ``learned``: the reliances
+        already learned from this label (:meth:`learn`, when it arrived).
+        """
+        mean = block[0] / block[1] if block is not None and block[1] else None
+        for cert, group in self.groups.items():
+            group.update(human, judge, mean, None if rhos is None else rhos.get(cert),
+                         not learned)
         for ep in self.epochs.values():
             ep.update(human, judge, mean)
         if self.judge is not None:
@@ -220,7 +237,8 @@ class ModelState:
         self.counts["rounds"] += 1
         self.bias_sum += judge - human
 
-    def missing_round(self, judge: float, block: tuple[float, int] | None) -> None:
+    def missing_round(self, judge: float, block: tuple[float, int] | None,
+                      rhos: dict[str, list[float]] | None = None) -> None:
         """Take an audited unit whose label is missing for good, at each claim's worst value.
 
         Each certificate's tests take the label least favourable to their claim
@@ -228,8 +246,8 @@ class ModelState:
         bias do not see the unit. Not a round (``counts["rounds"]`` is unchanged).
         """
         mean = block[0] / block[1] if block is not None and block[1] else None
-        for group in self.groups.values():
-            group.penalize(judge, mean)
+        for cert, group in self.groups.items():
+            group.penalize(judge, mean, None if rhos is None else rhos.get(cert))
 
     @property
     def judge_bias(self) -> float | None:

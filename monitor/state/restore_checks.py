@@ -233,7 +233,19 @@ def _pending_positions(cols: Any, where: str) -> dict[str, list[int]]:
             raise RefusedState(f"{where} pending: block sum outside [0, count]")
         if len(p) > 7 and p[7] != -1:
             out.setdefault(p[0], []).append(_int(p[7], f"{where} pending audit position"))
+        if len(p) > 8:
+            _check_rhos(p[8], f"{where} pending")
     return out
+
+
+def _check_rhos(v: Any, where: str) -> None:
+    """Fixed reliances: None, or ``{certificate: [rho in [0, 1], ...]}``."""
+    if v is None:
+        return
+    if not isinstance(v, dict) or not all(
+            isinstance(rs, list) and all(0.0 <= _finite(r, f"{where} reliance") <= 1.0
+                                         for r in rs) for rs in v.values()):
+        raise RefusedState(f"{where}: reliances must be numbers in [0, 1] per certificate")
 
 
 def _check_audit_order(v: Any, pending: list[int], where: str) -> None:
@@ -243,7 +255,7 @@ def _check_audit_order(v: Any, pending: list[int], where: str) -> None:
     nxt, applied, waiting = (_int(x, f"{where} audit order") for x in v[:3])
     ready = []
     for e in v[3]:
-        if not isinstance(e, list) or len(e) != 5:
+        if not isinstance(e, list) or len(e) != 6:
             raise RefusedState(f"{where}: malformed waiting unit {e!r}")
         ready.append(_int(e[0], f"{where} waiting position"))
         if e[1] is not None and not 0.0 <= _finite(e[1], f"{where} waiting label") <= 1.0:
@@ -252,6 +264,7 @@ def _check_audit_order(v: Any, pending: list[int], where: str) -> None:
             raise RefusedState(f"{where}: waiting judge loss outside [0, 1]")
         if not 0.0 <= _finite(e[3], f"{where} waiting block") <= _int(e[4], f"{where} block"):
             raise RefusedState(f"{where}: waiting block sum outside [0, count]")
+        _check_rhos(e[5], where)
     every = ready + pending
     if not applied <= nxt or waiting != nxt - applied or len(set(every)) != len(every) or any(
             not applied < p < nxt for p in ready) or any(not applied <= p < nxt for p in pending):

@@ -179,10 +179,12 @@ class SuiteState:
         # with the unit (DESIGN.md, statistical contract 4)
         bsum, bcount = model.close_block() if sample == UNIFORM else (0.0, 0)
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, tag, bsum, bcount)
-        if sample == UNIFORM:  # a round: its place in audit order, its bound while it waits
+        if sample == UNIFORM:  # a round: its place in audit order, its reliances (fixed now,
+            # from the rounds applied so far), its bound while it waits
             order = model.order
             unit.position = order.assign()
-            order.add(model.groups, None, ev.loss, (bsum, bcount))
+            unit.rhos = model.reliances() or None
+            order.add(model.groups, None, ev.loss, (bsum, bcount), unit.rhos)
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return
@@ -223,8 +225,10 @@ class SuiteState:
         tag = unit.tag
         self.join.mark_rounded(key)
         if unit.position >= 0:
+            # the reliances learn from the label now; the round waits for its position
+            model.learn(human, unit.judge, unit.block)
             model.order.resolve(unit.position, human, unit.judge, unit.block_sum,
-                                unit.block_count, model.groups)
+                                unit.block_count, unit.rhos, model.groups)
             self._release(model, ts, alerts)
         elif tag is None or tag[1] == UNIFORM:  # a unit of a snapshot without audit order
             model.round(human, unit.judge, unit.block)
@@ -246,11 +250,11 @@ class SuiteState:
         taken = order.take_ready()
         if taken:
             order.settle(model.groups, taken)
-            for human, judge, bsum, bcount, _ in taken:
+            for human, judge, bsum, bcount, _, rhos in taken:
                 if human is None:
-                    model.missing_round(judge, (bsum, bcount))
+                    model.missing_round(judge, (bsum, bcount), rhos)
                 else:
-                    model.round(human, judge, (bsum, bcount))
+                    model.round(human, judge, (bsum, bcount), rhos, learned=True)
                     self.book.after_round(model, ts, alerts)
         self._claim(model, ts, alerts)
 
@@ -278,7 +282,7 @@ class SuiteState:
         if unit.position >= 0:
             self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
-                            m.groups)
+                            unit.rhos, m.groups)
             self._release(m, ts, alerts)
 
     def _expired_orphan(self, payload: list[Any]) -> None:
@@ -324,13 +328,19 @@ class SuiteState:
                 m.strata = StrataState.from_dict(strata, md["strata"])
             s.models[m.name] = m
         s.join = JoinWindow.from_dict(config, watermark, d)
-        waiting: dict[str, list[tuple[float, tuple[float, int]]]] = {}
+        waiting: dict[str, list[tuple[float, tuple[float, int], Any]]] = {}
         for _, (_, unit) in s.join.pending.data.items():
             if unit.position >= 0:
                 waiting.setdefault(unit.model, []).append(
-                    (unit.judge, (unit.block_sum, unit.block_count)))
+                    (unit.judge, (unit.block_sum, unit.block_count), unit.rhos))
         for m in s.models.values():
-            if not m.order.adopt(m.groups, waiting.get(m.name, [])):
+            units = waiting.get(m.name, [])
+            shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
+            for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:
+                if rhos is not None and any(len(r) != shapes.get(c, -1) for c, r in rhos.items()):
+                    raise RefusedState(f"suite {s.name!r} model {m.name!r}: a waiting unit's "
+                                       "reliances do not match its certificates' tests")
+            if not m.order.adopt(m.groups, units):
                 raise RefusedState(f"suite {s.name!r} model {m.name!r}: the saved bounds of its "
                                    "waiting audited units differ from their units")
         count, names = d.get("refused", [0, []])  # absent in older snapshots

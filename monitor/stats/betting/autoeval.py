@@ -257,14 +257,20 @@ class AutoEvalTest:
         self.advance(float(human_loss), float(judge_loss),
                      None if block_mean is None else float(block_mean))
 
-    def advance(self, human: float, judge: float, block_mean: float | None) -> None:
-        """Process one round whose losses were already validated (see :func:`check_round`)."""
+    def advance(self, human: float, judge: float, block_mean: float | None,
+                rho: float | None = None, learn: bool = True) -> None:
+        """Process one round whose losses were already validated (see :func:`check_round`).
+
+        ``rho`` (``plugin_up`` only): the round's reliance, fixed when its unit was judged
+        (:attr:`rho` then); default: :attr:`rho` now. ``learn`` False: the reliance already
+        learned from this label (:meth:`learn`).
+        """
         if self._pl is not None:
             if block_mean is None:
-                mx = self._pl.advance(human, 0.0)
+                mx = self._pl.advance(human, 0.0, rho, learn)
             else:
                 d0 = block_mean - judge
-                mx = self._pl.advance(human, d0)
+                mx = self._pl.advance(human, d0, rho, learn)
                 self._sum_shift += d0
             self._sum_human += human
             self._log_e_cache = mx  # the exact mixture (one row, cells mixed in linear scale)
@@ -300,7 +306,16 @@ class AutoEvalTest:
         if mx + 1e-9 * (1.0 + abs(mx)) > self._max_log_e:
             self._update_max(self._mixture(mx))
 
-    def penalize(self, judge: float, block_mean: float | None) -> None:
+    def learn(self, human: float, judge: float, block_mean: float | None) -> None:
+        """Let a ``plugin_up`` test's reliance learn from a label that arrived (any position).
+
+        See :meth:`PlugInEProcess.learn`; other rules learn when the round is applied.
+        """
+        if self._pl is not None:
+            self._pl.learn(human, 0.0 if block_mean is None else block_mean - judge)
+
+    def penalize(self, judge: float, block_mean: float | None, rho: float | None = None
+                 ) -> None:
         """Take a round whose label is missing for good at this side's worst label.
 
         ``plugin_up`` only (:meth:`PlugInEProcess.penalize`): the cells' wealth falls to a
@@ -310,14 +325,15 @@ class AutoEvalTest:
         if self._pl is None:
             return
         d = 0.0 if block_mean is None else block_mean - judge
-        self._log_e_cache = self._pl.penalize(worst_human(self._side), d)
+        self._log_e_cache = self._pl.penalize(worst_human(self._side), d, rho)
 
-    def bound_terms(self, human: float | None, judge: float, block_mean: float | None
-                    ) -> list[float] | None:
+    def bound_terms(self, human: float | None, judge: float, block_mean: float | None,
+                    rho: float | None = None) -> list[float] | None:
         """Per-cell log lower bounds of a round not applied yet (None: not ``plugin_up``)."""
         if self._pl is None:
             return None
-        return self._pl.bound_terms(human, 0.0 if block_mean is None else block_mean - judge)
+        return self._pl.bound_terms(human, 0.0 if block_mean is None else block_mean - judge,
+                                    rho)
 
     def claim(self, terms: Sequence[float]) -> None:
         """Record the wealth the cells would have after rounds bounded by ``terms``.

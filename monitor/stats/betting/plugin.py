@@ -119,8 +119,8 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bets", "_bounds", "_c", "_delta", "_lam", "_log_e", "_off",
-                 "_plug",
+    __slots__ = ("_alpha", "_bet", "_bets", "_bounds", "_c", "_delta", "_lam", "_learned",
+                 "_log_e", "_off", "_plug",
                  "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn", "_side", "_since",
                  "_sums", "_u")  # one per test and model: no per-instance dict
 
@@ -157,13 +157,14 @@ class PlugInEProcess:
         self._lam = lam
         # bound_terms results by (label, shift): a pure function of the configuration, shared
         # with spawned processes (bounded: cleared when full)
-        self._bounds: dict[tuple[float | None, float], list[float]] = {}
+        self._bounds: dict[tuple[float | None, float, float | None], list[float]] = {}
         # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
         # is ref + log(sum u) (renormalised before it can over- or underflow)
         self._prior = list(w)
         self._u = list(w)
         self._ref = 0.0
         self._rounds = 0
+        self._learned = 0  # labels the plug-in reliance has learned from (see learn())
         self._sums = [0.0] * 5
         self._since = 0  # round from which the running sums count (restart_reliance)
         self._log_e = 0.0
@@ -182,7 +183,7 @@ class PlugInEProcess:
         >>> proto.spawn().to_state() == proto.to_state(), a.rounds
         (True, 1)
         """
-        if self._rounds or self._since:
+        if self._rounds or self._since or self._learned:
             raise ValueError("spawn from a process that has seen no round")
         new = PlugInEProcess.__new__(PlugInEProcess)  # explicit: faster than copy.copy
         new._alpha, new._delta = self._alpha, self._delta
@@ -191,7 +192,7 @@ class PlugInEProcess:
         new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
         new._bounds = self._bounds
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
-        new._since, new._log_e = self._since, self._log_e
+        new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
         new._u = list(self._u)  # state: replaced every round, copied to be safe
         new._sums = [0.0] * 5  # state: updated in place
         return new
@@ -268,22 +269,42 @@ class PlugInEProcess:
         return sum(u * b for u, b in zip(self._u, self._bets, strict=True)) / sum(self._u)
 
     # ------------------------------------------------------------------ update
-    def advance(self, human: float, shift: float) -> float:
+    def advance(self, human: float, shift: float, rho: float | None = None,
+                learn: bool = True) -> float:
         """One validated round: human loss ``l`` and ``d = b - f`` (0 for an empty block).
 
-        Returns the mixture's log wealth after the round (:attr:`log_wealth`).
+        ``rho``: the round's reliance if it was fixed earlier (when its unit was judged:
+        :attr:`rho` at that time); default: :attr:`rho` now. ``learn``: the reliance also
+        learns from this label (False: it already did, :meth:`learn`). Returns the mixture's
+        log wealth after the round (:attr:`log_wealth`).
         """
+        now = self._rho
+        if rho is not None and rho != now:
+            self._set_rho(rho)
         x = self._sgn * (self._alpha - (human + self._rho * shift))
         self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
         self._rounds += 1
+        if learn:
+            self.learn(human, shift)
+        elif self._rho != now:
+            self._set_rho(now)  # the reliance of a unit judged now, as before this round
+        return self._log_e
+
+    def learn(self, human: float, shift: float) -> None:
+        """Let the plug-in reliance learn from one label (whatever its round's position).
+
+        The reliance of a unit judged later may use every label that arrived before it: those
+        are labels of earlier audit positions only, so the reliance stays predictable in audit
+        order however labels are delayed (``docs/guarantees.md``).
+        """
+        self._learned += 1
         if self._plug:  # the running sums only feed the plug-in reliance
-            r = reliance(self._sums, human, shift, self._rounds - self._since, self._alpha,
+            r = reliance(self._sums, human, shift, self._learned - self._since, self._alpha,
                           self._c, self._sgn > 0.0, self._rhos)
             if r != self._rho:
                 self._set_rho(r)
-        return self._log_e
 
-    def penalize(self, human: float, shift: float) -> float:
+    def penalize(self, human: float, shift: float, rho: float | None = None) -> float:
         """Multiply the cells by one round's factors without counting the round.
 
         For a round whose label is missing for good: the owner passes the worst label for
@@ -297,25 +318,32 @@ class PlugInEProcess:
         >>> ep.penalize(1.0, 0.0) < 0.0, ep.rounds
         (True, 0)
         """
+        now = self._rho
+        if rho is not None and rho != now:
+            self._set_rho(rho)  # the round's own reliance, then back to the current one
         x = self._sgn * (self._alpha - (human + self._rho * shift))
         self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+        if self._rho != now:
+            self._set_rho(now)
         return self._log_e
 
-    def bound_terms(self, human: float | None, shift: float) -> list[float]:
+    def bound_terms(self, human: float | None, shift: float,
+                    rho: float | None = None) -> list[float]:
         """Per-cell log lower bounds of a round's factor, before its turn comes.
 
-        ``human`` None: the label is not known (worst over [0, 1]); the reliance is the fixed
-        one, or any value in [0, 1] for a plug-in reliance (it depends on earlier rounds not
-        yet applied). See :mod:`monitor.stats.betting.plugin_bounds`.
+        ``human`` None: the label is not known (worst over [0, 1]). ``rho``: the round's
+        reliance, fixed when its unit was judged; None: the fixed one, or for a plug-in
+        reliance any value in [0, 1]. See :mod:`monitor.stats.betting.plugin_bounds`.
         """
-        key = (human, shift)
+        if rho is None and not self._plug:
+            rho = self._rhos[0]
+        key = (human, shift, rho)
         terms = self._bounds.get(key)
         if terms is None:
             if len(self._bounds) >= _MAX_BOUNDS:
                 self._bounds.clear()
             terms = self._bounds[key] = worst_log_factors(
-                self._alpha, self._side, self._lam, self._c, human,
-                None if self._plug else self._rhos[0], shift)
+                self._alpha, self._side, self._lam, self._c, human, rho, shift)
         return terms
 
     def log_wealth_with(self, terms: Sequence[float], floor: float = -math.inf) -> float:
@@ -345,7 +373,7 @@ class PlugInEProcess:
         """
         if self._plug:
             self._sums = [0.0] * 5
-            self._since = self._rounds
+            self._since = self._learned
             self._set_rho(0.0)
 
     # ------------------------------------------------------------------ state
@@ -362,6 +390,7 @@ class PlugInEProcess:
             "rounds": self._rounds,
             "sums": list(self._sums),
             "since": self._since,
+            "learned": self._learned,
             "ref": self._ref,
             "cells": list(self._u),
         }
@@ -388,7 +417,7 @@ class PlugInEProcess:
         """
         if not self.is_state(d) or d.get("version") != 1:
             raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
-        if self._rounds or self._since:
+        if self._rounds or self._since or self._learned:
             raise ValueError("load_state needs a process that has seen no round")
         if (d["alpha"], d["delta"], d["side"], [float(r) for r in d["rhos"]],
                 BetConfig.from_dict(d["bet"])) != (self._alpha, self._delta, self._side,
@@ -408,13 +437,14 @@ class PlugInEProcess:
         ep._ref = float(d["ref"])
         ep._sums = sums
         ep._rounds = int(d["rounds"])
+        ep._learned = int(d.get("learned", ep._rounds))  # older states: learned every round
         ep._since = int(d.get("since", 0))
-        if not 0 <= ep._since <= ep._rounds:
-            raise ValueError("PlugInEProcess state: 'since' outside [0, rounds]")
+        if not 0 <= ep._since <= ep._learned or ep._rounds < 0:
+            raise ValueError("PlugInEProcess state: 'since' outside [0, learned]")
         # as the live process: exactly 0 before the first round, then ref + log(sum u)
         ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum_in_order(u))
         if ep._plug:
-            ep._set_rho(plugin_rho(ep._rounds - ep._since, sums, ep._alpha, ep._c, ep._side,
+            ep._set_rho(plugin_rho(ep._learned - ep._since, sums, ep._alpha, ep._c, ep._side,
                                    ep._rhos))
 
     @staticmethod

@@ -283,8 +283,13 @@ class CertificateGroup:
         """Whether :meth:`spawn` copies this group (its condition, spelled out there for mypy)."""
         return self._plugin and isinstance(self._grid, BernsteinSequences | None)
 
-    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None,
+               rhos: Sequence[float] | None = None, learn: bool = True) -> None:
         """Process one round for every method (as :meth:`RiskMonitor.update` on each).
+
+        ``rhos``: each test's reliance for this round, fixed when its unit was judged
+        (:meth:`reliances` then; ``plugin_up`` only); default: each test's current one.
+        ``learn`` False: the reliances already learned from this label (:meth:`learn`).
 
         Raises
         ------
@@ -298,8 +303,12 @@ class CertificateGroup:
         f = float(judge_loss)
         b = None if block_mean is None else float(block_mean)
         if self._plugin:
-            for t in self._tests:
-                t.advance(h, f, b)
+            if rhos is None:
+                for t in self._tests:
+                    t.advance(h, f, b, None, learn)
+            else:
+                for t, r in zip(self._tests, rhos, strict=True):
+                    t.advance(h, f, b, r, learn)
         else:
             self._advance_rows(h, f, b)
         if self._grid is not None:
@@ -325,14 +334,30 @@ class CertificateGroup:
         for t in self._tests:
             t.record(h, d)
 
-    def penalize(self, judge_loss: float, block_mean: float | None) -> None:
+    def penalize(self, judge_loss: float, block_mean: float | None,
+                 rhos: Sequence[float] | None = None) -> None:
         """Take a round whose label is missing for good: each test at its worst label.
 
         Certify tests take the label 1, violate tests 0 (:meth:`AutoEvalTest.penalize`,
-        ``plugin_up`` only); the confidence sequences and judge bias are not fed.
+        ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`); the confidence
+        sequences and judge bias are not fed.
         """
-        for t in self._tests:
-            t.penalize(judge_loss, block_mean)
+        if rhos is None:
+            for t in self._tests:
+                t.penalize(judge_loss, block_mean)
+        else:
+            for t, r in zip(self._tests, rhos, strict=True):
+                t.penalize(judge_loss, block_mean, r)
+
+    def learn(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Let every ``plugin_up`` test's reliance learn from a label that just arrived."""
+        if self._plugin:
+            for t in self._tests:
+                t.learn(human_loss, judge_loss, block_mean)
+
+    def reliances(self) -> list[float]:
+        """Each ``plugin_up`` test's reliance for a unit judged now (empty for other rules)."""
+        return [t.rho for t in self._tests] if self._plugin else []
 
     @property
     def tests(self) -> list[AutoEvalTest]:
