@@ -93,10 +93,13 @@ def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False,
 def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
                description: str = "", overrides: list[dict[str, Any]] | None = None,
                stack: bool = False, fill: int = 0, minimum: float | None = None,
-               maximum: float | None = None) -> dict[str, Any]:
-    """Return a time-series panel."""
+               maximum: float | None = None, log_scale: bool = False) -> dict[str, Any]:
+    """Return a time-series panel (``log_scale``: a log10 y axis, for statistics that span
+    orders of magnitude)."""
     custom: dict[str, Any] = {"fillOpacity": fill, "lineWidth": 1, "showPoints": "never",
                               "spanNulls": True}
+    if log_scale:
+        custom["scaleDistribution"] = {"type": "log", "log": 10}
     if stack:
         custom["stacking"] = {"mode": "normal", "group": "A"}
     defaults: dict[str, Any] = {"unit": unit, "custom": custom}
@@ -209,9 +212,9 @@ def fleet() -> dict[str, Any]:
         target(STATE_CODE.format(f=f), ref="A", instant=True, fmt="table"),
         target(f"max by (suite, model, certificate, method) (certmon_risk_estimate{{{f}}})",
                ref="B", instant=True, fmt="table"),
-        target(f"max by (suite, model, certificate, method) (certmon_risk_lower_bound{{{f}}})",
-               ref="C", instant=True, fmt="table"),
         target(f"max by (suite, model, certificate, method) (certmon_risk_upper_bound{{{f}}})",
+               ref="C", instant=True, fmt="table"),
+        target(f"max by (suite, model, certificate, method) (certmon_risk_lower_bound{{{f}}})",
                ref="D", instant=True, fmt="table"),
         target(per_method(f"max by (suite, model, certificate) (certmon_certificate_alpha{{{f}}})",
                           "suite, model, certificate", f), ref="E", instant=True, fmt="table"),
@@ -223,14 +226,17 @@ def fleet() -> dict[str, Any]:
                f"(certmon_certificate_last_change_timestamp_seconds{{{f}}})",
                ref="H", instant=True, fmt="table"),
     ]
-    names = {"Value #A": "State", "Value #B": "Risk estimate", "Value #C": "Lower bound",
-             "Value #D": "Upper bound", "Value #E": "Alpha", "Value #F": "Rounds",
+    names = {"Value #A": "State", "Value #B": "Risk estimate",
+             "Value #C": "Risk <= (certified, one-sided)",
+             "Value #D": "Risk >= (violated, one-sided)", "Value #E": "Alpha", "Value #F": "Rounds",
              "Value #G": "Labels", "Value #H": "Last change (event time)"}
     table = {
         "type": "table", "title": "Every suite / model / certificate / method",
-        "description": "Current certificate state, risk estimate with its anytime-valid "
-                       "confidence sequence, labels so far and time of the last state change. "
-                       "Click a model to drill down.",
+        "description": "Current certificate state; risk estimate; the one-sided bound that "
+                       "goes with the verdict, at the certificate's confidence (risk <= bound "
+                       "<= alpha while certified, risk >= bound >= alpha while violated; "
+                       "empty while pending: no one-sided statement yet); labels so far and "
+                       "time of the last state change. Click a model to drill down.",
         "datasource": DS, "targets": table_targets,
         "transformations": [{"id": "merge", "options": {}},
                             {"id": "organize", "options": {"excludeByName": {"Time": True},
@@ -266,18 +272,21 @@ def fleet() -> dict[str, Any]:
                   "properties": [{"id": "custom.lineStyle",
                                   "value": {"fill": "dash", "dash": [10, 10]}},
                                  {"id": "custom.lineWidth", "value": 2}]}
-    lay.add(timeseries("Risk upper bound vs alpha: $method",
+    lay.add(timeseries("Two-sided confidence sequence, upper end, vs alpha: $method",
                        [target(f"max by (suite, model, certificate) "
-                               f'(certmon_risk_upper_bound{{method="$method", {f}}})',
+                               f'(certmon_risk_cs_upper_bound{{method="$method", {f}}})',
                                legend="{{suite}}/{{model}} {{certificate}}", ref="A"),
                         target(f"max by (suite, model, certificate) "
                                f"(certmon_certificate_alpha{{{f}}})",
                                legend="alpha {{suite}}/{{model}} {{certificate}}", ref="B")],
                        unit="percentunit", minimum=0, overrides=[alpha_line],
-                       description="Upper end of the confidence sequence of the chosen method "
-                                   "(variable `method`); dashed: each certificate's alpha. A "
-                                   "model is certified once its bound stays below alpha with "
-                                   "enough evidence."),
+                       description="Upper end of the two-sided anytime-valid confidence "
+                                   "sequence of the chosen method (variable `method`); dashed: "
+                                   "each certificate's alpha. Progress, not the verdict: a "
+                                   "model is certified by its certify test, often while this "
+                                   "end is still above alpha (the verdict's own one-sided bound "
+                                   "is in the table). Empty: no rounds yet, or the sequence "
+                                   "became empty (non-stationary risk)."),
             12, 8)
     lay.add(timeseries("Labels received per minute",
                        [target(f"60 * sum by (suite, model) "
@@ -292,7 +301,7 @@ def fleet() -> dict[str, Any]:
                                multi=True),
                       variable("model", 'label_values(certmon_rounds_total{suite=~"$suite"}, '
                                         "model)", "Model", multi=True),
-                      variable("method", "label_values(certmon_risk_upper_bound, method)",
+                      variable("method", "label_values(certmon_risk_estimate, method)",
                                "Method")],
                      [link("Model drill-down", "/d/certmon-model/certmon-model",
                            include_vars=True)])
@@ -316,13 +325,16 @@ def operations_row(lay: Layout) -> None:
         target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),
     ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
             12, 8)
-    lay.add(stat("Checkpoint age",
-                 "max(time() - (certmon_checkpoint_last_success_timestamp_seconds > 0))",
+    lay.add(stat("Checkpoint age (events waiting)",
+                 zero_while_up("max(time() - (certmon_checkpoint_last_success_timestamp_seconds"
+                               " > 0) and on (job, instance) "
+                               "certmon_checkpoint_pending_events > 0)"),
                  unit="s", thresholds=[(None, "green"), (900, "orange"), (3600, "red")],
                  description="Seconds since the last durable checkpoint of the stalest "
-                             "replica. An idle replica has nothing to checkpoint and ages "
-                             "harmlessly: see Events awaiting a checkpoint (the checkpoint "
-                             "alerts fire only while that is above 0)."), 4, 4)
+                             "replica that has events waiting for one (what the checkpoint "
+                             "alerts watch). 0 while every replica is idle: nothing to "
+                             "checkpoint, so an idle healthy instance never turns red. No "
+                             "data: no certmon target is scraped."), 4, 4)
     lay.add(stat("Events awaiting a checkpoint", "sum(certmon_checkpoint_pending_events)",
                  unit="none", description="Events read since the last durable checkpoint, "
                                           "all replicas: what a crash now would replay."),
@@ -381,19 +393,34 @@ def model() -> dict[str, Any]:
             4, 4)
     lay.add(stat("Expired units", f"sum(certmon_expired_units_total{{{m}}})"), 4, 4)
     lay.row("Certificate $certificate, per method")
-    band = [by_name("upper", {"custom.fillBelowTo": "lower", "custom.fillOpacity": 20}),
-            by_name("lower", {"custom.lineWidth": 0}),
-            by_name("upper", {"custom.lineWidth": 0}),
+    cs_up, cs_low = "two-sided CS upper", "two-sided CS lower"
+    band = [by_name(cs_up, {"custom.fillBelowTo": cs_low, "custom.fillOpacity": 20}),
+            by_name(cs_low, {"custom.lineWidth": 0}),
+            by_name(cs_up, {"custom.lineWidth": 0}),
+            by_name("risk <= (certified)", {"custom.lineWidth": 2,
+                                            "color": {"mode": "fixed", "fixedColor": "green"}}),
+            by_name("risk >= (violated)", {"custom.lineWidth": 2,
+                                           "color": {"mode": "fixed", "fixedColor": "orange"}}),
             by_name("alpha", {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
                               "color": {"mode": "fixed", "fixedColor": "red"}})]
     risk = timeseries("Risk: $method", [
         target(f'certmon_risk_estimate{{{c}, method="$method"}}', "estimate", "A"),
-        target(f'certmon_risk_lower_bound{{{c}, method="$method"}}', "lower", "B"),
-        target(f'certmon_risk_upper_bound{{{c}, method="$method"}}', "upper", "C"),
+        target(f'certmon_risk_cs_lower_bound{{{c}, method="$method"}}', cs_low, "B"),
+        target(f'certmon_risk_cs_upper_bound{{{c}, method="$method"}}', cs_up, "C"),
         target(f"certmon_certificate_alpha{{{c}}}", "alpha", "D"),
+        target(f'certmon_risk_upper_bound{{{c}, method="$method"}}', "risk <= (certified)",
+               "E"),
+        target(f'certmon_risk_lower_bound{{{c}, method="$method"}}', "risk >= (violated)",
+               "F"),
     ], unit="percentunit", minimum=0, overrides=band,
-        description="Point estimate and the anytime-valid confidence band (valid at every "
-                    "time simultaneously); dashed: alpha.")
+        description="Point estimate; the two-sided anytime-valid confidence sequence (band, "
+                    "valid at every time simultaneously); the one-sided bound that goes with "
+                    "the verdict, at the same confidence: risk <= (green, <= alpha) while "
+                    "certified, risk >= (orange, >= alpha) while violated, absent while "
+                    "pending; dashed: alpha. The band's ends may lie across alpha when a "
+                    "verdict is reached: the verdict comes from a one-sided test (see "
+                    "docs/guarantees.md). An empty band: no rounds yet, or the sequence "
+                    "became empty (non-stationary risk).")
     risk.update(repeat="method", repeatDirection="h", maxPerRow=3)
     lay.add(risk, 8, 9)
     lay.newline()
@@ -438,10 +465,13 @@ def model() -> dict[str, Any]:
         target(f"certmon_regression_statistic{{{c}}}", "regression", "A"),
         target(f"certmon_improvement_statistic{{{c}}}", "improvement (violated)", "B"),
         target(f"certmon_regression_threshold{{{c}}}", "threshold", "C"),
-    ], overrides=[by_name("threshold", dashed)],
-        description="e-Shiryaev-Roberts statistics (log scale in spirit: alarms at the "
-                    "threshold A; average run length without a change >= A). An alarm ends "
-                    "the epoch."), 12, 8)
+    ], overrides=[by_name("threshold", dashed)], log_scale=True,
+        description="e-Shiryaev-Roberts statistics on a log axis (they span dozens of orders "
+                    "of magnitude): an alarm when a statistic reaches the dashed threshold A "
+                    "(average run length without a change >= A); an alarm ends the epoch. "
+                    "The improvement statistic runs only while the certificate is violated "
+                    "(0, not drawn on a log axis, otherwise). Empty: no rounds yet, or the "
+                    "certificate is not configured for this model."), 12, 8)
     lay.add(timeseries("Epoch and judge drift", [
         target(f"certmon_certificate_epoch{{{c}}}", "epoch", "A"),
         target(f"certmon_judge_drift_statistic{{{m}}} / "

@@ -110,9 +110,15 @@ def test_a_suite_on_two_partitions_keeps_its_first_owner(
     scraper = Scraper(port)
     setup.wait_caught_up(timeout=60, procs=[c1])
     _wait_ready(c1, port)
-    text = scrape(port, "/metrics")[1]
     # born at 0 (issue 26, finding 3): increase() sees the first conflict
-    assert 'certmon_kafka_suite_partition_conflicts_total{suite="suite-0"} 0.0' in text
+    born = 'certmon_kafka_suite_partition_conflicts_total{suite="suite-0"} 0.0'
+    text = scrape(port)[1]
+    for _ in range(150):  # /metrics is cached up to [metrics] min_scrape_interval
+        if born in text:
+            break
+        time.sleep(0.2)
+        text = scrape(port)[1]
+    assert born in text
     assert 'certmon_events_rejected_total{reason="suite_partition_conflict"} 0.0' in text
     _send(setup, phase2)
     setup.wait_caught_up(timeout=60, procs=[c1])  # the fenced records at the end included
