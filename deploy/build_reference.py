@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
@@ -33,14 +33,14 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = [_row(*header), "|" + "---|" * len(header)]
     lines += [_row(*r) for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def state_metrics() -> str:
-    """Every state family of :mod:`monitor.metrics.families`, in exposition order."""
+    """Return the table of every state family of :mod:`monitor.metrics.families`, in order."""
     from monitor.metrics.families import COUNTERS, GAUGES, SELECTION
 
     rows = [(f"`{n}`", "gauge", ", ".join(labels), doc) for n, doc, labels in GAUGES]
@@ -51,7 +51,7 @@ def state_metrics() -> str:
 
 
 def _registry_rows(registry: CollectorRegistry) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for fam in registry.collect():
         labels: dict[str, list[str]] = {}
         for sample in fam.samples:
@@ -60,15 +60,16 @@ def _registry_rows(registry: CollectorRegistry) -> list[tuple[str, ...]]:
                     labels[k].append(v)
         name = f"{fam.name}_total" if fam.type == "counter" else fam.name
         doc = fam.documentation
-        values = {k: v for k, v in labels.items() if k in ("reason", "kind")}
-        for k, v in values.items():
-            doc += f" `{k}` (each starts at 0): " + ", ".join(f"`{x}`" for x in v) + "."
+        for key in ("reason", "kind"):
+            if key in labels:
+                doc += (f" `{key}` (each starts at 0): "
+                        + ", ".join(f"`{x}`" for x in labels[key]) + ".")
         rows.append((f"`{name}`", fam.type, ", ".join(labels), doc))
     return rows
 
 
 def operational_metrics() -> str:
-    """The families of :class:`monitor.metrics.OperationalMetrics` (Kafka source's reasons)."""
+    """Return the table of :class:`monitor.metrics.OperationalMetrics`, Kafka reasons included."""
     from consumers.kafka.source import SOURCE_REJECTION_REASONS
     from monitor.metrics import OperationalMetrics
 
@@ -78,8 +79,11 @@ def operational_metrics() -> str:
 
 
 def kafka_metrics() -> str:
-    """The families of :class:`consumers.kafka.metrics.KafkaMetrics` and of the Kafka sinks
-    (:class:`consumers.kafka.sinks.KafkaOutputs`), labels from a sample."""
+    """Return the table of the Kafka metrics and of the Kafka sinks' counters.
+
+    :class:`consumers.kafka.metrics.KafkaMetrics` and :class:`consumers.kafka.sinks.
+    KafkaOutputs`; the label names come from a sample of each family.
+    """
     from consumers.kafka.metrics import KafkaMetrics
     from consumers.kafka.sinks import KafkaOutputs
     from monitor.config import parse_config
@@ -89,7 +93,7 @@ def kafka_metrics() -> str:
     config = parse_config("[source]\nkind = 'kafka'\n[kafka]\nbootstrap_servers = 'b:9092'\n"
                           "[[suites]]\n[[suites.certificates]]\nname = 'r'\nalpha = 0.1\n"
                           "delta = 0.1\n")
-    outputs = KafkaOutputs(kafka_config_of(config), registry, producer=object())  # type: ignore[arg-type]
+    outputs = KafkaOutputs(kafka_config_of(config), registry, producer=object())
     outputs.failures.labels(topic="TOPIC")
     outputs.undeliverable.labels(topic="TOPIC")
     m = KafkaMetrics(registry)
@@ -102,7 +106,7 @@ def kafka_metrics() -> str:
 
 
 def recording_rules() -> str:
-    """Every recording rule of deploy/prometheus/rules/certmon-recording.yml."""
+    """Return the table of every recording rule of certmon-recording.yml."""
     doc = yaml.safe_load((ROOT / "deploy/prometheus/rules/certmon-recording.yml").read_text())
     rows = [(f"`{r['record']}`", f"`{' '.join(r['expr'].split())}`")
             for g in doc["groups"] for r in g["rules"] if "record" in r]
@@ -118,7 +122,7 @@ _PUSHED_WHEN = {
 
 
 def pushed_alerts() -> str:
-    """One row per alert kind certmon emits: its Alertmanager name, severity and lifetime."""
+    """Return one row per alert kind certmon emits: Alertmanager name, severity, lifetime."""
     from consumers.alertmanager.records import KINDS, PER_MODEL, RUNBOOK
     from monitor.alerts import ALERT_KINDS
 

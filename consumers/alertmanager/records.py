@@ -157,13 +157,19 @@ def describe(kind: str, ev: Mapping[str, Any]) -> str:
 
     Examples
     --------
-    >>> describe("certified", {"verdict": "certified", "risk_upper_bound": 0.1,
+    >>> text = describe("certified", {"verdict": "certified", "risk_upper_bound": 0.1,
     ...     "bound_confidence": 0.95, "test": "certify", "log_e_value": 3.1,
     ...     "log_threshold": 2.9957, "rounds": 412})
-    'risk <= 0.1 (one-sided, 95% confidence); certify log e-value 3.1 >= threshold 2.996; 412 rounds'
-    >>> describe("regression", {"statistic": 5.6e39, "threshold": 225000.0, "risk_before": 0.051,
-    ...     "risk_after": 0.236, "change_round": 935, "rounds_watched": 900})
-    'risk 0.051 -> 0.236 (estimates before / after round 935); regression detector statistic 5.6e+39 >= threshold 2.25e+05; 900 rounds watched'
+    >>> print(text.replace("; ", chr(10)))
+    risk <= 0.1 (one-sided, 95% confidence)
+    certify log e-value 3.1 >= threshold 2.996
+    412 rounds
+    >>> text = describe("regression", {"statistic": 5.6e39, "threshold": 225000.0,
+    ...     "risk_before": 0.051, "risk_after": 0.236, "change_round": 935, "rounds_watched": 900})
+    >>> print(text.replace("; ", chr(10)))
+    risk 0.051 -> 0.236 (estimates before / after round 935)
+    regression detector statistic 5.6e+39 >= threshold 2.25e+05
+    900 rounds watched
     """
     parts = []
     upper, lower = ev.get("risk_upper_bound"), ev.get("risk_lower_bound")

@@ -94,8 +94,10 @@ def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
                description: str = "", overrides: list[dict[str, Any]] | None = None,
                stack: bool = False, fill: int = 0, minimum: float | None = None,
                maximum: float | None = None, log_scale: bool = False) -> dict[str, Any]:
-    """Return a time-series panel (``log_scale``: a log10 y axis, for statistics that span
-    orders of magnitude)."""
+    """Return a time-series panel.
+
+    ``log_scale`` gives a log10 y axis, for statistics that span orders of magnitude.
+    """
     custom: dict[str, Any] = {"fillOpacity": fill, "lineWidth": 1, "showPoints": "never",
                               "spanNulls": True}
     if log_scale:
@@ -325,7 +327,7 @@ def operations_row(lay: Layout) -> None:
         target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),
     ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
             12, 8)
-    lay.add(stat("Checkpoint age (events waiting)",
+    lay.add(stat("Checkpoint age",
                  zero_while_up("max(time() - (certmon_checkpoint_last_success_timestamp_seconds"
                                " > 0) and on (job, instance) "
                                "certmon_checkpoint_pending_events > 0)"),

@@ -33,7 +33,7 @@ VERDICT_KINDS = ("certified", "violated", "certificate_lost")
 
 def verdict_fields(status: str, alpha: float, threshold_delta: float, cs_lower: float,
                    cs_upper: float, cs_valid: bool) -> dict[str, Any]:
-    """The one-sided bound that agrees with ``status``, and its confidence (STATE and alerts).
+    """Return the one-sided bound that agrees with ``status`` and its confidence.
 
     ``risk_upper_bound`` while certified, ``risk_lower_bound`` while violated (None otherwise):
     :func:`~monitor.stats.betting.verdict.verdict_bound`, valid at ``bound_confidence = 1 -
@@ -94,8 +94,9 @@ def detector_evidence(
     m: ModelState, cert: str, meth: str, detector: dict[str, Any], status_before: str,
     multiplicity: str,
 ) -> dict[str, Any]:
-    """Evidence of a change-detector alert (``regression``, its ``certificate_lost``,
-    ``improvement``) for ``(cert, meth)`` of model ``m``, read before the epoch ends.
+    """Evidence of a change-detector alert for ``(cert, meth)`` of model ``m``.
+
+    Kinds ``regression``, its ``certificate_lost``, ``improvement``; read before the epoch ends.
 
     ``detector`` is :meth:`~monitor.state.epochs.CertificateEpochs.evidence`: the detector's
     own ``statistic`` and ``threshold`` (the alarm), its change-round estimate and the risk

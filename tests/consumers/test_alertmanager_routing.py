@@ -47,7 +47,7 @@ def rule_alerts() -> dict[str, dict[str, Any]]:
 def test_every_kind_has_a_severity_and_regressions_reach_the_team() -> None:
     assert set(KINDS) == set(ALERT_KINDS)
     for kind in ALERT_KINDS:
-        name, severity, group = KINDS[kind]
+        _, severity, group = KINDS[kind]
         assert severity in RECEIVER and group in ("state", "once", "best"), kind
         assert alert_labels({"kind": kind, "suite": "s", "model": "m"})["severity"] == severity
     assert KINDS["regression"][1] in ("warning", "critical")
