@@ -23,6 +23,18 @@ MODEL_LINK = "/d/certmon-model/certmon-model?var-suite=${__data.fields.suite}" \
 UP = 'up{job=~"certmon.*"}'
 # What a stat shows without data: certmon down or not scraped, never a made-up 0.
 NO_VALUE = "no data"
+# What an empty panel means, when its own description does not say more.
+EMPTY_SERIES = (" Empty: no certmon target was scraped in the time range, or the selection has "
+                "no such series yet (no event of that model).")
+EMPTY_STAT = (' "no data": no certmon target is scraped, or the selection has no such series '
+              "yet.")
+
+
+def says_empty(description: str, default: str) -> str:
+    """``description``, plus ``default`` unless it already says what an empty panel means."""
+    lower = description.lower()
+    return description if "empty" in lower or "no data" in lower else (
+        description + default).strip()
 FLEET_FILTER = 'suite=~"$suite", model=~"$model"'
 MODEL_FILTER = 'suite="$suite", model="$model"'
 CERT_FILTER = 'suite="$suite", model="$model", certificate="$certificate"'
@@ -109,7 +121,8 @@ def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
         defaults["min"] = minimum
     if maximum is not None:
         defaults["max"] = maximum
-    return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
+    return {"type": "timeseries", "title": title,
+            "description": says_empty(description, EMPTY_SERIES), "datasource": DS,
             "targets": targets, "fieldConfig": {"defaults": defaults,
                                                 "overrides": overrides or []},
             "options": {"legend": {"displayMode": "list", "placement": "bottom", "calcs": [],
@@ -123,7 +136,8 @@ def stat(title: str, expr: str, unit: str = "short", description: str = "",
          text_mode: str = "auto") -> dict[str, Any]:
     """Return a stat panel showing the last value of ``expr`` ("no data" when it has none)."""
     steps = [{"value": v, "color": c} for v, c in (thresholds or [(None, "text")])]
-    return {"type": "stat", "title": title, "description": description, "datasource": DS,
+    return {"type": "stat", "title": title, "description": says_empty(description, EMPTY_STAT),
+            "datasource": DS,
             "targets": [target(expr, legend=legend, instant=True)],
             "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
                                          "noValue": NO_VALUE,
@@ -259,7 +273,8 @@ def fleet() -> dict[str, Any]:
     lay.add(table, 24, 10)
     timeline = {
         "type": "state-timeline", "title": "Certificate state over time",
-        "description": "One line per suite/model/certificate/method.", "datasource": DS,
+        "description": "One line per suite/model/certificate/method. Empty: no certmon target "
+                       "scraped in the time range, or no certificate yet.", "datasource": DS,
         "targets": [target(STATE_CODE.format(f=f),
                            legend="{{suite}}/{{model}} {{certificate}} {{method}}")],
         "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS,
@@ -325,7 +340,9 @@ def operations_row(lay: Layout) -> None:
             12, 8)
     lay.add(timeseries("Kafka consumer lag", [
         target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),
-    ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
+    ], minimum=0, description="Messages behind the end of each input topic (Kafka source). "
+       "Empty: not the Kafka source, no partition assigned yet, or the brokers are unreachable "
+       "(the lag is unknown then, not 0: see certmon up and CertmonNotProcessing)."),
             12, 8)
     lay.add(stat("Checkpoint age",
                  zero_while_up("max(time() - (certmon_checkpoint_last_success_timestamp_seconds"
@@ -484,6 +501,8 @@ def model() -> dict[str, Any]:
                               "thresholds (1 = alarm)."), 12, 8)
     lay.add({
         "type": "state-timeline", "title": "Certificate state", "datasource": DS,
+        "description": "State of each method of the certificate over time. Empty: no certmon "
+                       "target scraped in the time range, or no event of this model yet.",
         "targets": [target(STATE_CODE.format(f=c), legend="{{method}}")],
         "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS, "thresholds": {
             "mode": "absolute", "steps": [{"value": None, "color": "text"}]}},

@@ -139,6 +139,7 @@ def test_dashboards_name_their_bounds_and_scales() -> None:
     table = panels["Every suite / model / certificate / method"]
     names = table["transformations"][1]["options"]["renameByName"]
     assert "Risk <= (certified, one-sided)" in names.values()
-    for title in ("Risk: $method", "Change detection: regression statistic vs threshold",
-                  "Judge reliance: rho weights (R-AutoEval+, certify side)"):
-        assert "mpty" in panels[title]["description"], title
+    for title, panel in panels.items():  # every panel says what an empty one means
+        if panel["type"] != "row":
+            text = panel["description"].lower()
+            assert "empty" in text or "no data" in text, title
