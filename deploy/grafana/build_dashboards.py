@@ -31,7 +31,7 @@ EMPTY_STAT = (' "no data": no certmon target is scraped, or the selection has no
 
 
 def says_empty(description: str, default: str) -> str:
-    """``description``, plus ``default`` unless it already says what an empty panel means."""
+    """Return ``description`` plus ``default``, unless it already says what empty means."""
     lower = description.lower()
     return description if "empty" in lower or "no data" in lower else (
         description + default).strip()
