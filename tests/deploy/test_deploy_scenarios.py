@@ -289,7 +289,7 @@ def regression_phase(stack: Stack) -> None:
     d = '{suite="drift", model="d", certificate="risk"}'
     with open(stack.stream, "ab") as out:  # before the change: certified, its series scraped
         out.writelines(lines[:len(lines) * 2 // 5])
-    wait_for(lambda: bool(result(prom, f'certmon_certificate_state{{suite="drift", '
+    wait_for(lambda: bool(result(prom, 'certmon_certificate_state{suite="drift", '
                                        'state="certified"} == 1')), 30, "drift/d certified")
     time.sleep(2)  # a few scrapes at regressions_total 0, so increase() sees the change
     with open(stack.stream, "ab") as out:
