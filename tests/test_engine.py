@@ -324,10 +324,13 @@ def test_alerts_certified_violated_lost_and_stable_ids() -> None:
         ev_ = a["evidence"]
         if a["kind"] in ("certified", "violated"):
             assert ev_["log_e_value"] >= ev_["log_threshold"]
-        else:
+            assert {"two_sided_cs_lower", "two_sided_cs_upper", "rho_weights", "rhos",
+                    "risk_estimate", "bound_confidence"} <= set(ev_)
+        else:  # the detector's alarm: its own statistic, not the e-processes'
             assert ev_["statistic"] >= ev_["threshold"] and ev_["epoch"] == 1
             assert 30 < ev_["change_round"] <= a["round"]
-        assert {"cs_lower", "cs_upper", "rho_weights", "rhos", "risk_estimate"} <= set(ev_)
+            assert {"risk_before", "risk_after", "status_before"} <= set(ev_)
+            assert "log_e_value" not in ev_
     assert alerts[0]["evidence"]["rounds"] == alerts[0]["round"]
     assert alerts[1]["round"] == alerts[2]["round"] < alerts[3]["round"]
     assert alerts[3]["evidence"]["epoch"] == 2
@@ -455,12 +458,13 @@ def test_state_view_contract_keys() -> None:
                                  "rejected", "label_requests", "expired_pending",
                                  "expired_orphans", "late_labels"}
     cert = mv["certificates"]["risk"]
-    assert set(cert) == {"alpha", "delta", "methods", "epoch"}
+    assert set(cert) == {"alpha", "delta", "methods", "epoch", "lost"}
     meth = cert["methods"]["r_autoeval_plus"]
     assert set(meth) == {"rounds", "log_e_certify", "log_e_violate", "cs_lower", "cs_upper",
                          "status", "certified_at_round", "violated_at_round", "rho_weights",
                          "risk_estimate", "log_threshold", "rhos", "cs_valid",
-                         "status_changed_ts", "primary"}
+                         "status_changed_ts", "primary", "risk_upper_bound", "risk_lower_bound",
+                         "bound_confidence"}
     assert meth["primary"] is True and cert["methods"]["r_eval"]["primary"] is False
     assert len(meth["rho_weights"]) == 3 and cert["methods"]["r_eval"]["rho_weights"] == [1.0]
     assert view["counters"]["rejected"]["invalid_json"] == 0

@@ -41,6 +41,9 @@ def method_view(status: str, **over: Any) -> dict[str, Any]:
         "rhos": [0.0],
         "cs_valid": True,
         "status_changed_ts": 1_763_700_000.5 if status != "pending" else None,
+        "risk_upper_bound": 0.085 if status == "certified" else None,
+        "risk_lower_bound": 0.1 if status == "violated" else None,
+        "bound_confidence": 0.975,
     }
     view.update(over)
     return view
@@ -130,8 +133,14 @@ def test_collector_values_match_state_exactly() -> None:
     get = reg.get_sample_value
     plus = meth(M1, "r_autoeval_plus")
     assert get("certmon_risk_estimate", plus) == 0.05
-    assert get("certmon_risk_lower_bound", plus) == 0.03
-    assert get("certmon_risk_upper_bound", plus) == 0.085
+    assert get("certmon_risk_cs_lower_bound", plus) == 0.03
+    assert get("certmon_risk_cs_upper_bound", plus) == 0.085
+    # the one-sided bound of the verdict: upper while certified, never the other side
+    status = state["suites"]["qa"]["models"]["llama-q4"]["certificates"]["risk"]["methods"][
+        "r_autoeval_plus"]["status"]
+    if status == "certified":
+        assert get("certmon_risk_upper_bound", plus) == 0.085
+        assert get("certmon_risk_lower_bound", plus) is None
     assert get("certmon_log_e_value", {**plus, "side": "certify"}) == 3.5
     assert get("certmon_log_e_value", {**plus, "side": "violate"}) == -2.25
     assert get("certmon_log_e_threshold", plus) == 3.6888794541139363
@@ -165,7 +174,9 @@ def test_collector_skips_null_nan_and_invalid_interval() -> None:
     violated = meth(M2, "r_eval")
     assert get("certmon_judge_bias", M2) is None  # null
     assert get("certmon_risk_estimate", violated) is None  # NaN
-    assert get("certmon_risk_lower_bound", violated) is None  # cs_valid false
+    assert get("certmon_risk_cs_lower_bound", violated) is None  # cs_valid false
+    assert get("certmon_risk_cs_upper_bound", violated) is None
+    assert get("certmon_risk_lower_bound", violated) == 0.1  # the verdict's bound stays
     assert get("certmon_risk_upper_bound", violated) is None
     assert get("certmon_certificate_violated_round", violated) == 40
     assert get("certmon_certificate_state", {**violated, "state": "violated"}) == 1

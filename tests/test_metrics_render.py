@@ -83,6 +83,7 @@ def odd_state() -> dict[str, Any]:
         "status": "certified", "certified_at_round": 10**7, "violated_at_round": True,
         "status_changed_ts": 1_795_248_000.5, "primary": True,
         "rhos": [0.5, 0.5, 1 / 3, "x", None], "rho_weights": [0.1, 0.2, 1e-7, 5e20, 0.3],
+        "risk_upper_bound": 0.0625, "risk_lower_bound": None,
     }
     other = {"risk_estimate": 0.25, "status": "weird", "cs_valid": False, "cs_lower": 0.1,
              "cs_upper": 0.2, "rhos": [0.0, 1.0], "rho_weights": [1.0], "primary": False}

@@ -13,31 +13,49 @@ from typing import Any
 
 __all__ = [
     "KINDS",
+    "PER_MODEL",
     "alert_annotations",
     "alert_labels",
     "dashboard_url",
+    "describe",
     "epoch",
     "rfc3339",
     "state_key",
     "state_records",
 ]
 
-# kind -> (alertname, severity, group). Alerts of the "state" group describe the certificate's
-# current state: at most one is active per (suite, model, certificate, method).
+# kind -> (alertname, severity, group), for every kind of ``monitor.alerts.ALERT_KINDS`` (a test
+# checks it). Severity routes (deploy/alertmanager/alertmanager.yml): critical -> pager,
+# warning -> team, info -> info. Alerts of the "state" group describe the certificate's current
+# state: at most one is active per (suite, model, certificate, method); "once" alerts are
+# one-shot events; "best" is one per suite.
 KINDS: dict[str, tuple[str, str, str]] = {
     "certified": ("CertmonCertificateCertified", "info", "state"),
     "violated": ("CertmonCertificateViolated", "critical", "state"),
     "certificate_lost": ("CertmonCertificateLost", "critical", "state"),
+    "regression": ("CertmonRegression", "warning", "once"),
+    "improvement": ("CertmonImprovement", "info", "once"),
+    "judge_drift": ("CertmonJudgeDrift", "warning", "once"),
     "precision_reached": ("CertmonPrecisionReached", "info", "once"),
     "best_model": ("CertmonBestModel", "info", "best"),
 }
+PER_MODEL = frozenset({"judge_drift"})
+"""Kinds about a model, not one certificate: no ``certificate`` / ``method`` label (as the
+``CertmonJudgeDrift`` rule, so the push inhibits its rule twin)."""
 RUNBOOK = {
     "certified": "No action needed: the model meets the certificate. Keep monitoring for drift.",
     "violated": "Treat as a confirmed quality regression: roll back or gate the model.",
     "certificate_lost": "Look for drift around the time of change; roll back or re-certify.",
+    "regression": "Check the change round against deploys and traffic changes; the new epoch "
+                  "shows whether the model is violated.",
+    "improvement": "The risk went back below alpha: the violated epoch ended; a new epoch must "
+                   "earn the certificate.",
+    "judge_drift": "Look for a judge prompt or judge-model change; certificates stay valid.",
     "precision_reached": "The estimate is precise enough: label requests for it can stop.",
     "best_model": "The suite's best model is identified at the configured confidence.",
 }
+
+
 def rfc3339(ts: float) -> str:
     """Format a Unix time as RFC 3339 in UTC, as Alertmanager expects.
 
@@ -96,7 +114,9 @@ def alert_labels(
     alertname, severity, _ = KINDS.get(kind, default)
     labels = {str(k): str(v) for k, v in (extra or {}).items() if str(v)}
     labels.update(alertname=alertname, severity=severity, origin="certmon")
-    for name in ("suite", "model", "certificate", "method"):
+    names = ("suite", "model") if kind in PER_MODEL else ("suite", "model", "certificate",
+                                                           "method")
+    for name in names:
         value = record.get(name)
         if value is not None and str(value):
             labels[name] = str(value)
@@ -123,6 +143,60 @@ def dashboard_url(grafana_url: str | None, record: Mapping[str, Any]) -> str:
     return f"{grafana_url}/d/certmon-model/certmon-model?{query}"
 
 
+def _percent(confidence: Any) -> str:
+    return f"{100 * confidence:.4g}%" if isinstance(confidence, float | int) else "?"
+
+
+def describe(kind: str, ev: Mapping[str, Any]) -> str:
+    """One line saying what the evidence shows, in the terms of the verdict or the detector.
+
+    A verdict (certified, violated, certificate lost by violation) is stated with its one-sided
+    bound and confidence and the test that crossed; a detector's alarm (regression, its
+    certificate lost, improvement, judge drift) with the risk before and after and the
+    detector's own statistic and threshold.
+
+    Examples
+    --------
+    >>> text = describe("certified", {"verdict": "certified", "risk_upper_bound": 0.1,
+    ...     "bound_confidence": 0.95, "test": "certify", "log_e_value": 3.1,
+    ...     "log_threshold": 2.9957, "rounds": 412})
+    >>> print(text.replace("; ", chr(10)))
+    risk <= 0.1 (one-sided, 95% confidence)
+    certify log e-value 3.1 >= threshold 2.996
+    412 rounds
+    >>> text = describe("regression", {"statistic": 5.6e39, "threshold": 225000.0,
+    ...     "risk_before": 0.051, "risk_after": 0.236, "change_round": 935, "rounds_watched": 900})
+    >>> print(text.replace("; ", chr(10)))
+    risk 0.051 -> 0.236 (estimates before / after round 935)
+    regression detector statistic 5.6e+39 >= threshold 2.25e+05
+    900 rounds watched
+    """
+    parts = []
+    upper, lower = ev.get("risk_upper_bound"), ev.get("risk_lower_bound")
+    conf = _percent(ev.get("bound_confidence"))
+    if upper is not None:
+        parts.append(f"risk <= {_fmt(upper)} (one-sided, {conf} confidence)")
+    elif lower is not None:
+        parts.append(f"risk >= {_fmt(lower)} (one-sided, {conf} confidence)")
+    if ev.get("log_e_value") is not None and ev.get("log_threshold") is not None:
+        test = f"{ev['test']} " if ev.get("test") else ""
+        parts.append(f"{test}log e-value {_fmt(ev['log_e_value'])} >= "
+                     f"threshold {_fmt(ev['log_threshold'])}")
+    if ev.get("risk_before") is not None and ev.get("risk_after") is not None:
+        at = ev.get("change_round")
+        parts.append(f"risk {ev['risk_before']:.3g} -> {ev['risk_after']:.3g} (estimates before"
+                     f" / after {'the change' if at is None else f'round {at}'})")
+    if ev.get("statistic") is not None and ev.get("threshold") is not None:
+        what = {"certificate_lost": "regression"}.get(kind, kind.replace("_", " "))
+        parts.append(f"{what} detector statistic {_fmt(ev['statistic'])} >= threshold "
+                     f"{_fmt(ev['threshold'])}")
+    if ev.get("rounds_watched") is not None:
+        parts.append(f"{ev['rounds_watched']} rounds watched")
+    elif ev.get("rounds") is not None:
+        parts.append(f"{ev['rounds']} rounds")
+    return "; ".join(parts) or "no evidence attached"
+
+
 def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None) -> dict[str, str]:
     """Return the annotations (summary, evidence, runbook, dashboard link) of a record.
 
@@ -130,28 +204,32 @@ def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None)
     --------
     >>> ann = alert_annotations({"kind": "violated", "suite": "qa", "model": "m1",
     ...     "certificate": "risk", "method": "r_eval", "round": 12, "id": "ab12",
-    ...     "evidence": {"log_e_value": 3.1, "log_threshold": 2.9957, "rounds": 12}})
+    ...     "evidence": {"verdict": "violated", "test": "violate", "risk_lower_bound": 0.1,
+    ...                  "bound_confidence": 0.95, "log_e_value": 3.1,
+    ...                  "log_threshold": 2.9957, "rounds": 12}})
     >>> ann["summary"]
-    'violated: m1 / risk (qa, r_eval) at round 12'
+    'violated: m1 / risk (qa, r_eval) at round 12: risk >= 0.1 at 95% confidence'
     >>> ann["description"]
-    'log e-value 3.1 vs threshold 2.996; 12 rounds'
+    'risk >= 0.1 (one-sided, 95% confidence); violate log e-value 3.1 >= threshold 2.996; 12 rounds'
     """
     kind = str(record.get("kind", ""))
     raw = record.get("evidence")
     ev: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     who = f"{record.get('model')} / {record.get('certificate')} ({record.get('suite')}, " \
           f"{record.get('method')})"
-    parts = []
-    if ev.get("log_e_value") is not None and ev.get("log_threshold") is not None:
-        parts.append(f"log e-value {_fmt(ev['log_e_value'])} vs threshold "
-                     f"{_fmt(ev['log_threshold'])}")
-    if ev.get("rounds") is not None:
-        parts.append(f"{ev['rounds']} rounds")
-    if ev.get("cs_lower") is not None and ev.get("cs_upper") is not None:
-        parts.append(f"risk in [{_fmt(ev['cs_lower'])}, {_fmt(ev['cs_upper'])}]")
+    if kind in PER_MODEL:
+        who = f"{record.get('model')} ({record.get('suite')})"
+    summary = f"{kind.replace('_', ' ')}: {who} at round {record.get('round')}"
+    conf = _percent(ev.get("bound_confidence"))
+    if ev.get("risk_upper_bound") is not None:
+        summary += f": risk <= {_fmt(ev['risk_upper_bound'])} at {conf} confidence"
+    elif ev.get("risk_lower_bound") is not None:
+        summary += f": risk >= {_fmt(ev['risk_lower_bound'])} at {conf} confidence"
+    elif ev.get("risk_before") is not None and ev.get("risk_after") is not None:
+        summary += f": risk {ev['risk_before']:.3g} -> {ev['risk_after']:.3g}"
     out = {
-        "summary": f"{kind.replace('_', ' ')}: {who} at round {record.get('round')}",
-        "description": "; ".join(parts) or "no evidence attached",
+        "summary": summary,
+        "description": describe(kind, ev),
         "evidence": json.dumps(ev, sort_keys=True, default=str)[:4000],
         "alert_id": str(record.get("id", "")),
         "runbook": RUNBOOK.get(kind, "See the certmon alert reference."),
@@ -167,10 +245,31 @@ def state_key(record: Mapping[str, Any]) -> tuple[str, ...]:
     return ("state", *(str(record.get(n, "")) for n in ("suite", "model", "certificate", "method")))
 
 
+def _verdict_evidence(view: Mapping[str, Any], violated: bool) -> dict[str, Any]:
+    valid = view.get("cs_valid", True) is not False
+    return {
+        "verdict": "violated" if violated else "certified",
+        "test": "violate" if violated else "certify",
+        "log_e_value": view.get("log_e_violate" if violated else "log_e_certify"),
+        "log_threshold": view.get("log_threshold"),
+        "rounds": view.get("rounds"),
+        "risk_upper_bound": view.get("risk_upper_bound"),
+        "risk_lower_bound": view.get("risk_lower_bound"),
+        "bound_confidence": view.get("bound_confidence"),
+        "two_sided_cs_lower": view.get("cs_lower") if valid else None,
+        "two_sided_cs_upper": view.get("cs_upper") if valid else None,
+    }
+
+
 def state_records(
     state: Mapping[str, Any], methods: Collection[str] | None
 ) -> list[dict[str, Any]]:
-    """Alert records describing every certified or violated method of a STATE document.
+    """Alert records describing the state of every certificate method of a STATE document.
+
+    ``certified`` / ``violated`` from the method's status; ``certificate_lost`` when the
+    certificate ``lost`` its certificate and has not earned it again (the certificate's
+    ``lost`` flag, for its primary method: a regression ended a certified epoch, or the
+    violation test crossed after certification).
 
     Examples
     --------
@@ -179,31 +278,40 @@ def state_records(
     ...     "methods": {"r_eval": view}}}}}}}}
     >>> [(r["kind"], r["round"]) for r in state_records(state, None)]
     [('certificate_lost', 90)]
+    >>> state["suites"]["qa"]["models"]["m1"]["certificates"]["risk"].update(lost=True,
+    ...     epoch={"epoch": 2, "started_round": 70})
+    >>> view.update(status="pending", certified_at_round=None, violated_at_round=None,
+    ...             primary=True)
+    >>> [(r["kind"], r["round"]) for r in state_records(state, None)]
+    [('certificate_lost', 70)]
     """
     out: list[dict[str, Any]] = []
     for suite, sv in (state.get("suites") or {}).items():
         for model, mv in (sv.get("models") or {}).items():
             for cert, cv in (mv.get("certificates") or {}).items():
+                epoch_view = cv.get("epoch") or {}
                 for method, view in (cv.get("methods") or {}).items():
-                    status = view.get("status")
-                    if status not in ("certified", "violated") or (
-                            methods is not None and method not in methods):
+                    if methods is not None and method not in methods:
                         continue
+                    status = view.get("status")
                     violated = status == "violated"
-                    lost = violated and view.get("certified_at_round") is not None
+                    in_epoch = violated and view.get("certified_at_round") is not None
+                    lost = in_epoch or (bool(cv.get("lost")) and status != "certified"
+                                        and view.get("primary", True) is not False)
+                    if status not in ("certified", "violated") and not lost:
+                        continue
+                    if lost and not in_epoch:  # lost to a regression, not earned since
+                        rnd, ts = epoch_view.get("started_round"), epoch_view.get("started_ts")
+                        evidence: dict[str, Any] = {
+                            "epoch": epoch_view.get("epoch"), "status": status,
+                            "rounds": view.get("rounds")}
+                    else:
+                        rnd = view.get("violated_at_round" if violated else "certified_at_round")
+                        ts, evidence = view.get("status_changed_ts"), _verdict_evidence(
+                            view, violated)
                     out.append({
                         "kind": "certificate_lost" if lost else status,
                         "suite": suite, "model": model, "certificate": cert, "method": method,
-                        "round": view.get("violated_at_round" if violated else
-                                          "certified_at_round"),
-                        "ts": view.get("status_changed_ts"),
-                        "evidence": {
-                            "log_e_value": view.get("log_e_violate" if violated else
-                                                    "log_e_certify"),
-                            "log_threshold": view.get("log_threshold"),
-                            "rounds": view.get("rounds"),
-                            "cs_lower": view.get("cs_lower"),
-                            "cs_upper": view.get("cs_upper"),
-                        },
+                        "round": rnd, "ts": ts, "evidence": evidence,
                     })
     return out

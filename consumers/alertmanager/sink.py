@@ -79,6 +79,7 @@ def has_userinfo(url: str) -> bool:
     return "@" in urllib.parse.urlsplit(url).netloc
 
 
+_ENDS_STATE = frozenset({"improvement"})  # kinds that end the certificate's current state
 _MIN_LIFETIME = 3600.0  # seconds an active alert outlives a silent certmon by default
 
 
@@ -135,9 +136,13 @@ class AlertmanagerSink:
     - :meth:`reconcile` aligns the state alerts with a STATE document: ``pending`` (or a key
       absent from the document) resolves the key's state alert; this is how alerts clear after
       a reset, and how a restarted process takes over the alerts of the previous one.
+    - ``improvement`` resolves the key's state alert (the violated epoch ended; the new epoch
+      is pending) and is itself a one-shot info alert.
+    - ``regression`` (warning), ``judge_drift`` (warning, labelled by suite and model only)
+      and ``precision_reached`` (info) are one-shot.
     - ``best_model``: one active ``CertmonBestModel`` per suite; a new best model resolves the
-      previous one. ``precision_reached`` and unknown kinds are one-shot: active for
-      ``once_lifetime`` seconds, never re-sent.
+      previous one. One-shot alerts (and unknown kinds) are active for ``once_lifetime``
+      seconds, never re-sent.
     - Active alerts are re-sent every ``resend_interval`` seconds with a fresh ``endsAt``; if
       certmon stops, they expire after ``lifetime`` (Alertmanager then shows them resolved).
       ``close()`` does not resolve anything: a stopped monitor does not make a model healthy.
@@ -315,6 +320,10 @@ class AlertmanagerSink:
             key = ("best", labels.get("suite", ""))
         else:
             key = state_key(labels)
+        if kind in _ENDS_STATE:  # the violated epoch ended: its state alert resolves
+            state = self._entries.get(state_key(labels))
+            if state is not None and state.ends_at is None:
+                self._resolve(state_key(labels), now)
         current = self._entries.get(key)
         if current is not None and group == "once":
             return  # one-shot alert already recorded

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -95,6 +96,22 @@ class KafkaMetrics:
     def loop_failed(self, error: str) -> None:
         """Count one consumer-loop failure of type ``error``."""
         self._failures.labels(error=error).inc()
+
+    def suites_seen(self, suites: Iterable[str]) -> None:
+        """Start the conflict counter of each of ``suites`` at 0 (a suite's first sight).
+
+        So the counter exists before its first conflict and ``increase()`` sees that one too.
+
+        Examples
+        --------
+        >>> registry = CollectorRegistry()
+        >>> KafkaMetrics(registry).suites_seen(["qa"])
+        >>> registry.get_sample_value("certmon_kafka_suite_partition_conflicts_total",
+        ...                           {"suite": "qa"})
+        0.0
+        """
+        for suite in suites:
+            self._conflicts.labels(suite=suite)
 
     def suite_conflict(self, suite: str, count: int = 1) -> None:
         """Count ``count`` records of ``suite`` read from a partition that does not own it."""

@@ -224,6 +224,8 @@ class SuiteFence:
             self.metrics.suite_conflict(suite)
             if self.ops is not None:
                 self.ops.rejected(CONFLICT)
+        if self.ops is not None and fenced:  # read from the source, as every rejected record
+            self.ops.events_received(len(fenced))
         if not fenced:
             return Columns(keep_o, keep_v), None
         self.conflict_at = time.monotonic()  # not ready while the mis-keyed records come

@@ -201,6 +201,7 @@ class KafkaRunner:
                         self.config, p, store, partition_key(self.events_topic, p),
                         self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
                 worker.seek(consumer, tps)
+                self.metrics.suites_seen(worker.engine.suites)  # restored suites: at 0
             self.metrics.assigned(len(self._workers))
             self._sync_fetcher(consumer)
         log.info("partitions assigned", extra={"partitions": sorted(by_partition)})
@@ -258,6 +259,8 @@ class KafkaRunner:
             self.metrics.consumed(tp.topic, tp.partition, n)
             if self.ops is not None:
                 self.ops.events_received(n)
+            if len(worker.engine.suites) > known:  # new suites: their conflict counter at 0
+                self.metrics.suites_seen(list(worker.engine.suites)[known:])
             others = [w.engine for q, w in self._workers.items() if q != tp.partition]
             clash = new_conflicts(worker.engine, known, others) if others else []
             if clash:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.lifecycle import StartupTimeout, StopRequested
+from consumers.kafka.ownership import CONFLICT
+from consumers.kafka.retries import PROCESSING_FAILED
 from consumers.kafka.runner import KafkaRunner
 from monitor.config.kafka import kafka_config_of
 
@@ -25,9 +27,14 @@ if TYPE_CHECKING:
 
     from monitor.config import CertmonConfig
 
+
+# Rejection reasons of the Kafka source beyond the events' own (counted from 0 at start-up).
+SOURCE_REJECTION_REASONS = (CONFLICT, PROCESSING_FAILED)
+
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["KafkaRunner", "StartupTimeout", "StopRequested", "kafka_config_of", "run_kafka"]
+__all__ = ["SOURCE_REJECTION_REASONS", "KafkaRunner", "StartupTimeout", "StopRequested",
+           "kafka_config_of", "run_kafka"]
 
 
 def run_kafka(
@@ -65,7 +72,7 @@ def run_kafka(
     )
 
     configure_json_logging()
-    ops = OperationalMetrics(registry)
+    ops = OperationalMetrics(registry, extra_reasons=SOURCE_REJECTION_REASONS)
     runner = KafkaRunner(config, registry, ops=ops)
     if started is not None:
         started(runner)

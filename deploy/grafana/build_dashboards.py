@@ -1,6 +1,7 @@
 """Generate certmon's Grafana dashboards (deploy/grafana/dashboards/*.json).
 
-The JSON files are committed; this script is their source. After editing it run
+The JSON files are committed; this script (with the panel building blocks of ``panels.py``) is
+their source. After editing either run
 
     python deploy/grafana/build_dashboards.py
 
@@ -10,19 +11,27 @@ script disagree, and checks every metric name used in a query against a live cer
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+_SPEC = importlib.util.spec_from_file_location(
+    "certmon_dashboard_panels", Path(__file__).resolve().parent / "panels.py")
+assert _SPEC is not None and _SPEC.loader is not None
+_PANELS = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_PANELS)
+DS, NO_VALUE, Layout = _PANELS.DS, _PANELS.NO_VALUE, _PANELS.Layout
+target, timeseries, stat = _PANELS.target, _PANELS.timeseries, _PANELS.stat
+by_name, variable, link = _PANELS.by_name, _PANELS.variable, _PANELS.link
+dashboard, datasource_variable = _PANELS.dashboard, _PANELS.datasource_variable
+
 OUT = Path(__file__).resolve().parent / "dashboards"
-DS = {"type": "prometheus", "uid": "${datasource}"}
 MODEL_LINK = "/d/certmon-model/certmon-model?var-suite=${__data.fields.suite}" \
              "&var-model=${__data.fields.model}&${datasource:queryparam}"
 # Scrape health of certmon targets (the alert rules use the same selector).
 UP = 'up{job=~"certmon.*"}'
-# What a stat shows without data: certmon down or not scraped, never a made-up 0.
-NO_VALUE = "no data"
 FLEET_FILTER = 'suite=~"$suite", model=~"$model"'
 MODEL_FILTER = 'suite="$suite", model="$model"'
 CERT_FILTER = 'suite="$suite", model="$model", certificate="$certificate"'
@@ -43,129 +52,6 @@ STATE_MAPPINGS = [
         },
     }
 ]
-
-
-class Layout:
-    """Places panels on Grafana's 24-column grid, row after row."""
-
-    def __init__(self) -> None:
-        self.x = self.y = self.row_h = 0
-        self.next_id = 1
-        self.panels: list[dict[str, Any]] = []
-
-    def row(self, title: str) -> None:
-        """Start a new full-width row titled ``title``."""
-        self.newline()
-        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
-        self.y += 1
-
-    def newline(self) -> None:
-        """Move to the start of the next line of panels."""
-        if self.x:
-            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
-
-    def add(self, panel: dict[str, Any], w: int, h: int) -> None:
-        """Place ``panel`` (w x h grid units) after the previous one."""
-        if self.x + w > 24:
-            self.newline()
-        panel["id"] = self._id()
-        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
-        self.panels.append(panel)
-        self.x += w
-        self.row_h = max(self.row_h, h)
-
-    def _id(self) -> int:
-        self.next_id += 1
-        return self.next_id - 1
-
-
-def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False,
-           fmt: str = "time_series") -> dict[str, Any]:
-    """Return a Prometheus query target."""
-    out: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref,
-                           "legendFormat": legend or "__auto", "format": fmt}
-    if instant:
-        out.update(instant=True, range=False)
-    return out
-
-
-def timeseries(title: str, targets: list[dict[str, Any]], unit: str = "short",
-               description: str = "", overrides: list[dict[str, Any]] | None = None,
-               stack: bool = False, fill: int = 0, minimum: float | None = None,
-               maximum: float | None = None) -> dict[str, Any]:
-    """Return a time-series panel."""
-    custom: dict[str, Any] = {"fillOpacity": fill, "lineWidth": 1, "showPoints": "never",
-                              "spanNulls": True}
-    if stack:
-        custom["stacking"] = {"mode": "normal", "group": "A"}
-    defaults: dict[str, Any] = {"unit": unit, "custom": custom}
-    if minimum is not None:
-        defaults["min"] = minimum
-    if maximum is not None:
-        defaults["max"] = maximum
-    return {"type": "timeseries", "title": title, "description": description, "datasource": DS,
-            "targets": targets, "fieldConfig": {"defaults": defaults,
-                                                "overrides": overrides or []},
-            "options": {"legend": {"displayMode": "list", "placement": "bottom", "calcs": [],
-                                   "showLegend": True},
-                        "tooltip": {"mode": "multi", "sort": "none"}}}
-
-
-def stat(title: str, expr: str, unit: str = "short", description: str = "",
-         thresholds: list[tuple[float | None, str]] | None = None,
-         mappings: list[dict[str, Any]] | None = None, legend: str = "",
-         text_mode: str = "auto") -> dict[str, Any]:
-    """Return a stat panel showing the last value of ``expr`` ("no data" when it has none)."""
-    steps = [{"value": v, "color": c} for v, c in (thresholds or [(None, "text")])]
-    return {"type": "stat", "title": title, "description": description, "datasource": DS,
-            "targets": [target(expr, legend=legend, instant=True)],
-            "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
-                                         "noValue": NO_VALUE,
-                                         "thresholds": {"mode": "absolute", "steps": steps}},
-                            "overrides": []},
-            "options": {"colorMode": "value", "graphMode": "none", "textMode": text_mode,
-                        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
-                                          "values": False}}}
-
-
-def by_name(name: str, props: dict[str, Any]) -> dict[str, Any]:
-    """Return a field override for the series or column named ``name``."""
-    return {"matcher": {"id": "byName", "options": name},
-            "properties": [{"id": k, "value": v} for k, v in props.items()]}
-
-
-def variable(name: str, query: str, label: str, multi: bool = False) -> dict[str, Any]:
-    """Return a query template variable."""
-    return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "query": {"query": query, "refId": f"var-{name}"},
-            "refresh": 2, "sort": 1, "multi": multi, "includeAll": multi,
-            **({"allValue": ".*"} if multi else {}),
-            "options": [], "hide": 0}
-
-
-def link(title: str, url: str, include_vars: bool = False) -> dict[str, Any]:
-    """Return a dashboard link (every field of Grafana's DashboardLink schema set)."""
-    return {"title": title, "type": "link", "icon": "dashboard", "url": url, "tooltip": "",
-            "tags": [], "asDropdown": False, "targetBlank": False, "keepTime": True,
-            "includeVars": include_vars}
-
-
-def datasource_variable() -> dict[str, Any]:
-    """Return the Prometheus data-source template variable."""
-    return {"name": "datasource", "label": "Data source", "type": "datasource",
-            "query": "prometheus", "hide": 0, "options": [], "refresh": 1,
-            "regex": ""}
-
-
-def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any]],
-              variables: list[dict[str, Any]], links: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return a dashboard document."""
-    return {"uid": uid, "title": title, "description": description, "tags": ["certmon"],
-            "editable": True, "graphTooltip": 1, "refresh": "30s", "schemaVersion": 39,
-            "version": 1, "time": {"from": "now-6h", "to": "now"}, "timezone": "browser",
-            "templating": {"list": variables}, "annotations": {"list": []}, "links": links,
-            "panels": panels}
 
 
 def zero_while_up(expr: str) -> str:
@@ -209,9 +95,9 @@ def fleet() -> dict[str, Any]:
         target(STATE_CODE.format(f=f), ref="A", instant=True, fmt="table"),
         target(f"max by (suite, model, certificate, method) (certmon_risk_estimate{{{f}}})",
                ref="B", instant=True, fmt="table"),
-        target(f"max by (suite, model, certificate, method) (certmon_risk_lower_bound{{{f}}})",
-               ref="C", instant=True, fmt="table"),
         target(f"max by (suite, model, certificate, method) (certmon_risk_upper_bound{{{f}}})",
+               ref="C", instant=True, fmt="table"),
+        target(f"max by (suite, model, certificate, method) (certmon_risk_lower_bound{{{f}}})",
                ref="D", instant=True, fmt="table"),
         target(per_method(f"max by (suite, model, certificate) (certmon_certificate_alpha{{{f}}})",
                           "suite, model, certificate", f), ref="E", instant=True, fmt="table"),
@@ -223,14 +109,17 @@ def fleet() -> dict[str, Any]:
                f"(certmon_certificate_last_change_timestamp_seconds{{{f}}})",
                ref="H", instant=True, fmt="table"),
     ]
-    names = {"Value #A": "State", "Value #B": "Risk estimate", "Value #C": "Lower bound",
-             "Value #D": "Upper bound", "Value #E": "Alpha", "Value #F": "Rounds",
+    names = {"Value #A": "State", "Value #B": "Risk estimate",
+             "Value #C": "Risk <= (certified, one-sided)",
+             "Value #D": "Risk >= (violated, one-sided)", "Value #E": "Alpha", "Value #F": "Rounds",
              "Value #G": "Labels", "Value #H": "Last change (event time)"}
     table = {
         "type": "table", "title": "Every suite / model / certificate / method",
-        "description": "Current certificate state, risk estimate with its anytime-valid "
-                       "confidence sequence, labels so far and time of the last state change. "
-                       "Click a model to drill down.",
+        "description": "Current certificate state; risk estimate; the one-sided bound that "
+                       "goes with the verdict, at the certificate's confidence (risk <= bound "
+                       "<= alpha while certified, risk >= bound >= alpha while violated; "
+                       "empty while pending: no one-sided statement yet); labels so far and "
+                       "time of the last state change. Click a model to drill down.",
         "datasource": DS, "targets": table_targets,
         "transformations": [{"id": "merge", "options": {}},
                             {"id": "organize", "options": {"excludeByName": {"Time": True},
@@ -251,7 +140,8 @@ def fleet() -> dict[str, Any]:
     lay.add(table, 24, 10)
     timeline = {
         "type": "state-timeline", "title": "Certificate state over time",
-        "description": "One line per suite/model/certificate/method.", "datasource": DS,
+        "description": "One line per suite/model/certificate/method. Empty: no certmon target "
+                       "scraped in the time range, or no certificate yet.", "datasource": DS,
         "targets": [target(STATE_CODE.format(f=f),
                            legend="{{suite}}/{{model}} {{certificate}} {{method}}")],
         "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS,
@@ -266,18 +156,21 @@ def fleet() -> dict[str, Any]:
                   "properties": [{"id": "custom.lineStyle",
                                   "value": {"fill": "dash", "dash": [10, 10]}},
                                  {"id": "custom.lineWidth", "value": 2}]}
-    lay.add(timeseries("Risk upper bound vs alpha: $method",
+    lay.add(timeseries("Two-sided confidence sequence, upper end, vs alpha: $method",
                        [target(f"max by (suite, model, certificate) "
-                               f'(certmon_risk_upper_bound{{method="$method", {f}}})',
+                               f'(certmon_risk_cs_upper_bound{{method="$method", {f}}})',
                                legend="{{suite}}/{{model}} {{certificate}}", ref="A"),
                         target(f"max by (suite, model, certificate) "
                                f"(certmon_certificate_alpha{{{f}}})",
                                legend="alpha {{suite}}/{{model}} {{certificate}}", ref="B")],
                        unit="percentunit", minimum=0, overrides=[alpha_line],
-                       description="Upper end of the confidence sequence of the chosen method "
-                                   "(variable `method`); dashed: each certificate's alpha. A "
-                                   "model is certified once its bound stays below alpha with "
-                                   "enough evidence."),
+                       description="Upper end of the two-sided anytime-valid confidence "
+                                   "sequence of the chosen method (variable `method`); dashed: "
+                                   "each certificate's alpha. Progress, not the verdict: a "
+                                   "model is certified by its certify test, often while this "
+                                   "end is still above alpha (the verdict's own one-sided bound "
+                                   "is in the table). Empty: no rounds yet, or the sequence "
+                                   "became empty (non-stationary risk)."),
             12, 8)
     lay.add(timeseries("Labels received per minute",
                        [target(f"60 * sum by (suite, model) "
@@ -292,7 +185,7 @@ def fleet() -> dict[str, Any]:
                                multi=True),
                       variable("model", 'label_values(certmon_rounds_total{suite=~"$suite"}, '
                                         "model)", "Model", multi=True),
-                      variable("method", "label_values(certmon_risk_upper_bound, method)",
+                      variable("method", "label_values(certmon_risk_estimate, method)",
                                "Method")],
                      [link("Model drill-down", "/d/certmon-model/certmon-model",
                            include_vars=True)])
@@ -314,15 +207,20 @@ def operations_row(lay: Layout) -> None:
             12, 8)
     lay.add(timeseries("Kafka consumer lag", [
         target("sum by (topic) (certmon_kafka_consumer_lag_messages)", "{{topic}}"),
-    ], minimum=0, description="Messages behind the end of each input topic (Kafka source)."),
+    ], minimum=0, description="Messages behind the end of each input topic (Kafka source). "
+       "Empty: not the Kafka source, no partition assigned yet, or the brokers are unreachable "
+       "(the lag is unknown then, not 0: see certmon up and CertmonNotProcessing)."),
             12, 8)
     lay.add(stat("Checkpoint age",
-                 "max(time() - (certmon_checkpoint_last_success_timestamp_seconds > 0))",
+                 zero_while_up("max(time() - (certmon_checkpoint_last_success_timestamp_seconds"
+                               " > 0) and on (job, instance) "
+                               "certmon_checkpoint_pending_events > 0)"),
                  unit="s", thresholds=[(None, "green"), (900, "orange"), (3600, "red")],
                  description="Seconds since the last durable checkpoint of the stalest "
-                             "replica. An idle replica has nothing to checkpoint and ages "
-                             "harmlessly: see Events awaiting a checkpoint (the checkpoint "
-                             "alerts fire only while that is above 0)."), 4, 4)
+                             "replica that has events waiting for one (what the checkpoint "
+                             "alerts watch). 0 while every replica is idle: nothing to "
+                             "checkpoint, so an idle healthy instance never turns red. No "
+                             "data: no certmon target is scraped."), 4, 4)
     lay.add(stat("Events awaiting a checkpoint", "sum(certmon_checkpoint_pending_events)",
                  unit="none", description="Events read since the last durable checkpoint, "
                                           "all replicas: what a crash now would replay."),
@@ -381,19 +279,34 @@ def model() -> dict[str, Any]:
             4, 4)
     lay.add(stat("Expired units", f"sum(certmon_expired_units_total{{{m}}})"), 4, 4)
     lay.row("Certificate $certificate, per method")
-    band = [by_name("upper", {"custom.fillBelowTo": "lower", "custom.fillOpacity": 20}),
-            by_name("lower", {"custom.lineWidth": 0}),
-            by_name("upper", {"custom.lineWidth": 0}),
+    cs_up, cs_low = "two-sided CS upper", "two-sided CS lower"
+    band = [by_name(cs_up, {"custom.fillBelowTo": cs_low, "custom.fillOpacity": 20}),
+            by_name(cs_low, {"custom.lineWidth": 0}),
+            by_name(cs_up, {"custom.lineWidth": 0}),
+            by_name("risk <= (certified)", {"custom.lineWidth": 2,
+                                            "color": {"mode": "fixed", "fixedColor": "green"}}),
+            by_name("risk >= (violated)", {"custom.lineWidth": 2,
+                                           "color": {"mode": "fixed", "fixedColor": "orange"}}),
             by_name("alpha", {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
                               "color": {"mode": "fixed", "fixedColor": "red"}})]
     risk = timeseries("Risk: $method", [
         target(f'certmon_risk_estimate{{{c}, method="$method"}}', "estimate", "A"),
-        target(f'certmon_risk_lower_bound{{{c}, method="$method"}}', "lower", "B"),
-        target(f'certmon_risk_upper_bound{{{c}, method="$method"}}', "upper", "C"),
+        target(f'certmon_risk_cs_lower_bound{{{c}, method="$method"}}', cs_low, "B"),
+        target(f'certmon_risk_cs_upper_bound{{{c}, method="$method"}}', cs_up, "C"),
         target(f"certmon_certificate_alpha{{{c}}}", "alpha", "D"),
+        target(f'certmon_risk_upper_bound{{{c}, method="$method"}}', "risk <= (certified)",
+               "E"),
+        target(f'certmon_risk_lower_bound{{{c}, method="$method"}}', "risk >= (violated)",
+               "F"),
     ], unit="percentunit", minimum=0, overrides=band,
-        description="Point estimate and the anytime-valid confidence band (valid at every "
-                    "time simultaneously); dashed: alpha.")
+        description="Point estimate; the two-sided anytime-valid confidence sequence (band, "
+                    "valid at every time simultaneously); the one-sided bound that goes with "
+                    "the verdict, at the same confidence: risk <= (green, <= alpha) while "
+                    "certified, risk >= (orange, >= alpha) while violated, absent while "
+                    "pending; dashed: alpha. The band's ends may lie across alpha when a "
+                    "verdict is reached: the verdict comes from a one-sided test (see "
+                    "docs/guarantees.md). An empty band: no rounds yet, or the sequence "
+                    "became empty (non-stationary risk).")
     risk.update(repeat="method", repeatDirection="h", maxPerRow=3)
     lay.add(risk, 8, 9)
     lay.newline()
@@ -438,10 +351,13 @@ def model() -> dict[str, Any]:
         target(f"certmon_regression_statistic{{{c}}}", "regression", "A"),
         target(f"certmon_improvement_statistic{{{c}}}", "improvement (violated)", "B"),
         target(f"certmon_regression_threshold{{{c}}}", "threshold", "C"),
-    ], overrides=[by_name("threshold", dashed)],
-        description="e-Shiryaev-Roberts statistics (log scale in spirit: alarms at the "
-                    "threshold A; average run length without a change >= A). An alarm ends "
-                    "the epoch."), 12, 8)
+    ], overrides=[by_name("threshold", dashed)], log_scale=True,
+        description="e-Shiryaev-Roberts statistics on a log axis (they span dozens of orders "
+                    "of magnitude): an alarm when a statistic reaches the dashed threshold A "
+                    "(average run length without a change >= A); an alarm ends the epoch. "
+                    "The improvement statistic runs only while the certificate is violated "
+                    "(0, not drawn on a log axis, otherwise). Empty: no rounds yet, or the "
+                    "certificate is not configured for this model."), 12, 8)
     lay.add(timeseries("Epoch and judge drift", [
         target(f"certmon_certificate_epoch{{{c}}}", "epoch", "A"),
         target(f"certmon_judge_drift_statistic{{{m}}} / "
@@ -452,6 +368,8 @@ def model() -> dict[str, Any]:
                               "thresholds (1 = alarm)."), 12, 8)
     lay.add({
         "type": "state-timeline", "title": "Certificate state", "datasource": DS,
+        "description": "State of each method of the certificate over time. Empty: no certmon "
+                       "target scraped in the time range, or no event of this model yet.",
         "targets": [target(STATE_CODE.format(f=c), legend="{{method}}")],
         "fieldConfig": {"defaults": {"mappings": STATE_MAPPINGS, "thresholds": {
             "mode": "absolute", "steps": [{"value": None, "color": "text"}]}},

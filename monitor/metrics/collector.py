@@ -99,9 +99,12 @@ class StateCollector(Collector):
 
     Mapping from the STATE document (suite ``S``, model ``M``, certificate ``C``, method ``K``):
 
-    - per method: ``certmon_risk_estimate`` (``risk_estimate``), ``certmon_risk_lower_bound`` /
-      ``certmon_risk_upper_bound`` (``cs_lower`` / ``cs_upper``, *omitted* when ``cs_valid`` is
-      false: an empty confidence sequence is never shown as an interval),
+    - per method: ``certmon_risk_estimate`` (``risk_estimate``), ``certmon_risk_upper_bound``
+      / ``certmon_risk_lower_bound`` (``risk_upper_bound`` / ``risk_lower_bound``: the
+      one-sided bound that goes with a certified / violated verdict, absent otherwise),
+      ``certmon_risk_cs_lower_bound`` / ``certmon_risk_cs_upper_bound`` (``cs_lower`` /
+      ``cs_upper``, the two-sided confidence sequence, *omitted* when ``cs_valid`` is false: an
+      empty confidence sequence is never shown as an interval),
       ``certmon_log_e_value{side}`` (``log_e_certify`` / ``log_e_violate``),
       ``certmon_log_e_threshold`` (``log_threshold``), ``certmon_certificate_state{state}`` (one
       sample per state, 1 for ``status``), ``certmon_certificate_certified_round`` /
@@ -111,7 +114,8 @@ class StateCollector(Collector):
       method, 0 for the others; omitted when the key is missing),
       ``certmon_rho_weight_ratio{rho}`` (``rho_weights`` labelled by ``rhos`` formatted with
       :func:`format_rho`; omitted when ``rhos`` is missing or of another length);
-    - per certificate: ``certmon_certificate_alpha``, ``certmon_certificate_delta``;
+    - per certificate: ``certmon_certificate_alpha``, ``certmon_certificate_delta``,
+      ``certmon_certificate_lost`` (``lost``, 1/0) and the epoch series (``epoch``);
     - per model: ``certmon_judge_bias`` (omitted when null), ``certmon_pending_units`` and the
       counters ``certmon_rounds_total``, ``certmon_labels_total``, ``certmon_judge_events_total``,
       ``certmon_unsolicited_labels_total``, ``certmon_label_requests_total`` and

@@ -6,7 +6,7 @@ One place for what :class:`monitor.metrics.StateCollector` can expose, in exposi
 Examples
 --------
 >>> [name for name, _, _ in family_order()][:2]
-['certmon_risk_estimate', 'certmon_risk_lower_bound']
+['certmon_risk_estimate', 'certmon_risk_upper_bound']
 """
 
 from __future__ import annotations
@@ -30,8 +30,20 @@ _STRATUM = ("suite", "model", "stratum")
 # (name, documentation, label names) of every state gauge, in exposition order.
 GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_risk_estimate", "Point estimate of the risk E[loss] (per method).", _METHOD),
-    ("certmon_risk_lower_bound", "Lower end of the anytime-valid confidence sequence.", _METHOD),
-    ("certmon_risk_upper_bound", "Upper end of the anytime-valid confidence sequence.", _METHOD),
+    ("certmon_risk_upper_bound",
+     "One-sided upper confidence bound on the risk that goes with a certified verdict (<= "
+     "alpha), valid at the certificate's confidence 1 - exp(-certmon_log_e_threshold); "
+     "present only while certified.", _METHOD),
+    ("certmon_risk_lower_bound",
+     "One-sided lower confidence bound on the risk that goes with a violated verdict (>= "
+     "alpha), valid at the certificate's confidence 1 - exp(-certmon_log_e_threshold); "
+     "present only while violated.", _METHOD),
+    ("certmon_risk_cs_lower_bound",
+     "Lower end of the two-sided anytime-valid confidence sequence (same confidence; not the "
+     "verdict's bound).", _METHOD),
+    ("certmon_risk_cs_upper_bound",
+     "Upper end of the two-sided anytime-valid confidence sequence (same confidence; not the "
+     "verdict's bound).", _METHOD),
     ("certmon_log_e_value", "Log e-value of the certify or violate test.", (*_METHOD, "side")),
     ("certmon_log_e_threshold", "log(1/delta) after the multiplicity correction.", _METHOD),
     ("certmon_certificate_state", "1 for the certificate's current state, 0 for the others.",
@@ -51,6 +63,9 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      (*_METHOD, "rho")),
     ("certmon_certificate_epoch", "Epoch of the certificate (1 + regimes ended by a detector).",
      _CERT),
+    ("certmon_certificate_lost",
+     "1 while the certificate is lost and not earned again (a regression ended a certified "
+     "epoch, or the violation test crossed after certification), else 0.", _CERT),
     ("certmon_certificate_epoch_start_round",
      "Model round at which the current epoch began (0 for the first epoch).", _CERT),
     ("certmon_regression_statistic",

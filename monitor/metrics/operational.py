@@ -110,6 +110,9 @@ class OperationalMetrics:
         Called at the start of every scrape of ``registry``, before these metrics are read,
         e.g. to bring counters kept elsewhere (the engine's) up to date while the input is idle.
         It runs on the HTTP server's thread.
+    extra_reasons : Iterable[str], optional
+        Rejection reasons of the event source beyond :data:`REJECTION_REASONS` (the Kafka
+        source's ``suite_partition_conflict`` and ``processing_failed``), initialised to 0 too.
 
     Notes
     -----
@@ -158,6 +161,7 @@ class OperationalMetrics:
         registry: CollectorRegistry,
         version: str | None = None,
         before_scrape: Callable[[], None] | None = None,
+        extra_reasons: Iterable[str] = (),
     ) -> None:
         if before_scrape is not None:  # registered first: collectors run in registration order
             registry.register(_BeforeScrape(before_scrape))
@@ -218,7 +222,7 @@ class OperationalMetrics:
         build = Gauge("certmon_build_info", "Build information (always 1).", ["version"],
                       registry=registry)
         build.labels(version=version if version is not None else package_version()).set(1)
-        for reason in REJECTION_REASONS:
+        for reason in (*REJECTION_REASONS, *extra_reasons):
             self._rejected.labels(reason=reason)
         for reason in DUPLICATE_REASONS:
             self._duplicate.labels(reason=reason)

@@ -190,6 +190,10 @@ def _model(out: dict[str, list[str]], mo: str, su: str, view: Mapping[str, Any],
             if v is not None:
                 out[name].append(f"{name}{ckey}{v}\n")
         _epoch(out, ckey, _mapping(cm.get("epoch")))
+        lost = cm.get("lost")
+        if isinstance(lost, bool):
+            out["certmon_certificate_lost"].append(
+                f'certmon_certificate_lost{ckey}{"1.0" if lost else "0.0"}\n')
         methods = sorted(_mapping(cm.get("methods")).items())
         if detail == "shown" and any(_mapping(mv).get("primary") is True for _, mv in methods):
             methods = [(k, mv) for k, mv in methods if _mapping(mv).get("primary") is True]
@@ -232,8 +236,10 @@ def _method(out: dict[str, list[str]], head: str, su: str, view: Mapping[str, An
     primary = get("primary")
     for name, value in (
         ("certmon_risk_estimate", get("risk_estimate")),
-        ("certmon_risk_lower_bound", get("cs_lower") if valid else None),
-        ("certmon_risk_upper_bound", get("cs_upper") if valid else None),
+        ("certmon_risk_upper_bound", get("risk_upper_bound")),
+        ("certmon_risk_lower_bound", get("risk_lower_bound")),
+        ("certmon_risk_cs_lower_bound", get("cs_lower") if valid else None),
+        ("certmon_risk_cs_upper_bound", get("cs_upper") if valid else None),
     ):
         v = _fmt(value)
         if v is not None:

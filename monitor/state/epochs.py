@@ -159,6 +159,20 @@ class CertificateEpochs:
             self.regression.reset()  # the plug-in reliance moments are kept
         self.armed = reason != "regression"
 
+    @property
+    def began_with_lost_certificate(self) -> bool:
+        """Whether this epoch began with a regression of a certified epoch (a lost certificate).
+
+        Examples
+        --------
+        >>> ep = CertificateEpochs.new(alpha=0.1)
+        >>> ep.next_epoch("regression", 50, None, "certified")
+        >>> ep.began_with_lost_certificate
+        True
+        """
+        return (self.reason == "regression" and bool(self.history)
+                and self.history[-1][4] == "regression" and self.history[-1][5] == "certified")
+
     def restart_reliance(self) -> None:
         """Forget the detectors' plug-in reliance (after the judge drifted)."""
         if self.regression is not None:
@@ -174,6 +188,7 @@ class CertificateEpochs:
             "started_round": self.started_round,
             "started_ts": self.started_ts,
             "reason": self.reason,
+            "began_with_lost_certificate": self.began_with_lost_certificate,
             "regression_detector": None if det is None else {
                 "armed": self.armed,
                 "statistic": det.statistic,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from monitor.alerts import Alert, make_alert
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState
-from monitor.state.views import alert_evidence
+from monitor.state.views import detector_evidence
 
 __all__ = ["act_on_detectors"]
 
@@ -42,8 +42,9 @@ def act_on_detectors(
         if kind is None:
             continue
         renewed = True
-        evidence = alert_evidence(model, cert.name, primary, kind, multiplicity)
-        evidence.update(epochs.evidence(kind, rounds), status_before=status)
+        # the detector that fired speaks, not the ending epoch's certify/violate tests
+        evidence = detector_evidence(model, cert.name, primary, epochs.evidence(kind, rounds),
+                                     status, multiplicity)
         alerts.append(make_alert(kind, suite, model.name, cert.name, primary, rounds, ts,
                                  evidence))
         if kind == "regression" and status == "certified":

@@ -21,22 +21,63 @@ from typing import Any
 
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
+from monitor.stats.betting.verdict import verdict_bound
 
-__all__ = ["alert_evidence", "model_view"]
+__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence",
+           "model_view", "verdict_fields"]
+
+
+VERDICT_KINDS = ("certified", "violated", "certificate_lost")
+"""Alert kinds whose evidence is a test's verdict (the others come from a change detector)."""
+
+
+def verdict_fields(status: str, alpha: float, threshold_delta: float, cs_lower: float,
+                   cs_upper: float, cs_valid: bool) -> dict[str, Any]:
+    """Return the one-sided bound that agrees with ``status`` and its confidence.
+
+    ``risk_upper_bound`` while certified, ``risk_lower_bound`` while violated (None otherwise):
+    :func:`~monitor.stats.betting.verdict.verdict_bound`, valid at ``bound_confidence = 1 -
+    threshold_delta``, the level of the test that crossed.
+
+    Examples
+    --------
+    >>> verdict_fields("certified", 0.1, 0.05, 0.0, 0.18, True)
+    {'risk_upper_bound': 0.1, 'risk_lower_bound': None, 'bound_confidence': 0.95}
+    """
+    bound = verdict_bound(status, alpha, cs_lower, cs_upper, cs_valid)
+    return {
+        "risk_upper_bound": bound[1] if bound is not None and bound[0] == "upper" else None,
+        "risk_lower_bound": bound[1] if bound is not None and bound[0] == "lower" else None,
+        "bound_confidence": 1.0 - threshold_delta,
+    }
 
 
 def alert_evidence(
     m: ModelState, cert: str, meth: str, kind: str, multiplicity: str
 ) -> dict[str, Any]:
-    """Evidence of an alert of ``kind`` for ``(cert, meth)`` of model ``m``."""
+    """Evidence of a verdict alert of ``kind`` (:data:`VERDICT_KINDS`) for ``(cert, meth)``.
+
+    The verdict's own test (certify for ``certified``, violate for ``violated`` and a
+    ``certificate_lost`` by violation) with its log e-value and threshold; the one-sided bound
+    that agrees with the verdict (:func:`verdict_fields`); the two-sided confidence sequence
+    under its own name (``two_sided_cs_lower`` / ``two_sided_cs_upper``, same confidence).
+    """
+    if kind not in VERDICT_KINDS:
+        raise ValueError(f"{kind!r} is not a verdict; use detector_evidence")
     mon = m.monitors[(cert, meth)]
-    log_e = mon.log_e_certify if kind == "certified" else mon.log_e_violate
+    certified = kind == "certified"
+    log_e = mon.log_e_certify if certified else mon.log_e_violate
+    valid = bool(mon.cs_valid)
     return {
+        "verdict": "certified" if certified else "violated",
+        "test": "certify" if certified else "violate",
         "log_e_value": finite_or_none(log_e),
         "log_threshold": finite_or_none(mon.log_threshold),
         "rounds": mon.rounds,
-        "cs_lower": finite_or_none(mon.cs_lower),
-        "cs_upper": finite_or_none(mon.cs_upper),
+        **verdict_fields("certified" if certified else "violated", mon.alpha,
+                         mon.threshold_delta, mon.cs_lower, mon.cs_upper, valid),
+        "two_sided_cs_lower": finite_or_none(mon.cs_lower) if valid else None,
+        "two_sided_cs_upper": finite_or_none(mon.cs_upper) if valid else None,
         "rho_weights": [float(w) for w in mon.rho_weights],
         "rhos": [float(r) for r in mon.rhos],
         "risk_estimate": finite_or_none(mon.risk_estimate),
@@ -47,6 +88,55 @@ def alert_evidence(
         "multiplicity": multiplicity,
         "epoch": m.epochs[cert].number,
     }
+
+
+def detector_evidence(
+    m: ModelState, cert: str, meth: str, detector: dict[str, Any], status_before: str,
+    multiplicity: str,
+) -> dict[str, Any]:
+    """Evidence of a change-detector alert for ``(cert, meth)`` of model ``m``.
+
+    Kinds ``regression``, its ``certificate_lost``, ``improvement``; read before the epoch ends.
+
+    ``detector`` is :meth:`~monitor.state.epochs.CertificateEpochs.evidence`: the detector's
+    own ``statistic`` and ``threshold`` (the alarm), its change-round estimate and the risk
+    estimated ``risk_before`` / ``risk_after`` that round (point estimates, no bound). Nothing
+    of the ending epoch's certify / violate tests is attached: they assumed the stationarity
+    the alarm refutes, and they did not decide this alert.
+    """
+    mon = m.monitors[(cert, meth)]
+    return {
+        **detector,
+        "status_before": status_before,
+        "rounds": mon.rounds,
+        "alpha": mon.alpha,
+        "delta": mon.delta,
+        "judge_bias": m.judge_bias,
+        "multiplicity": multiplicity,
+    }
+
+
+def certificate_lost(m: ModelState, cert: CertificateConfig) -> bool:
+    """Whether ``cert`` of model ``m`` lost its certificate and has not earned it again.
+
+    True while the primary method's status is not ``certified`` in an epoch that began with a
+    regression of a certified epoch, and while it is ``violated`` after being certified in the
+    same epoch. What ``CertmonCertificateLost`` (pushed or rule) describes.
+
+    Examples
+    --------
+    >>> from monitor.config import CertificateConfig
+    >>> cert = CertificateConfig(name="risk", alpha=0.1, delta=0.05, methods=["r_eval"])
+    >>> m = ModelState.new("m", [cert], lambda c: c.delta)
+    >>> m.effective[("risk", "r_eval")].status = "certified"
+    >>> m.new_epoch(cert, 0.05, "regression", None)
+    >>> certificate_lost(m, cert)
+    True
+    """
+    eff = m.effective[(cert.name, cert.primary_method)]
+    if eff.status == "violated" and eff.certified_at_round is not None:
+        return True
+    return eff.status != "certified" and m.epochs[cert.name].began_with_lost_certificate
 
 
 def model_view(
@@ -77,11 +167,13 @@ def model_view(
                 "rho_weights": [float(w) for w in mon.rho_weights],
                 "rhos": [float(r) for r in mon.rhos],
                 "cs_valid": bool(mon.cs_valid),
+                **verdict_fields(eff.status, mon.alpha, mon.threshold_delta, mon.cs_lower,
+                                 mon.cs_upper, bool(mon.cs_valid)),
                 "status_changed_ts": eff.changed_ts,
                 "primary": meth == c.primary_method,
             }
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
-                         "epoch": m.epochs[c.name].view()}
+                         "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
     return {
         "counts": dict(m.counts),
         "judge_bias": m.judge_bias,

@@ -56,8 +56,10 @@ def record(kind: str, model: str = "m1", round_: int = 100, method: str = "r_aut
     return {
         "id": f"id-{kind}-{model}-{round_}", "kind": kind, "suite": "qa", "model": model,
         "certificate": "risk", "method": method, "round": round_, "ts": ts,
-        "evidence": {"log_e_value": 3.75, "log_threshold": 3.6889, "rounds": round_,
-                     "cs_lower": 0.021, "cs_upper": 0.094, "rho_weights": [0.5, 0.5]},
+        "evidence": {"verdict": "violated", "test": "violate", "log_e_value": 3.75,
+                     "log_threshold": 3.6889, "rounds": round_, "risk_lower_bound": 0.1,
+                     "bound_confidence": 0.975, "two_sided_cs_lower": 0.021,
+                     "two_sided_cs_upper": 0.94, "rho_weights": [0.5, 0.5]},
     }
 
 
@@ -85,7 +87,8 @@ def test_labels_annotations_and_times() -> None:
     }
     ann = alert["annotations"]
     assert ann["description"] == (
-        "log e-value 3.75 vs threshold 3.689; 100 rounds; risk in [0.021, 0.094]"
+        "risk >= 0.1 (one-sided, 97.5% confidence); violate log e-value 3.75 >= threshold "
+        "3.689; 100 rounds"
     )
     assert ann["alert_id"] == "id-violated-m1-100"
     assert json.loads(ann["evidence"])["rho_weights"] == [0.5, 0.5]

@@ -113,3 +113,33 @@ def test_every_exposed_metric_is_in_the_reference(certmon: CertmonEndpoint) -> N
         if n not in documented and f"{n}_total" not in documented
     }
     assert not missing, f"not in deploy/README.md's metric reference: {sorted(missing)}"
+
+
+def _panels() -> dict[str, dict[str, Any]]:
+    return {p["title"]: p for path in DASHBOARDS for p in json.loads(path.read_text())["panels"]}
+
+
+def test_dashboards_name_their_bounds_and_scales() -> None:
+    """Issue 26 (findings 1 and 5): the verdict's one-sided bounds and the two-sided sequence
+    are named as such; the change-detection statistics are on a log axis with the threshold
+    drawn; checkpoint age ignores idle replicas; every panel says what empty means where it
+    can be empty."""
+    panels = _panels()
+    risk = panels["Risk: $method"]
+    legends = {t["legendFormat"]: t["expr"] for t in risk["targets"]}
+    assert "certmon_risk_upper_bound" in legends["risk <= (certified)"]
+    assert "certmon_risk_lower_bound" in legends["risk >= (violated)"]
+    assert "certmon_risk_cs_upper_bound" in legends["two-sided CS upper"]
+    change = panels["Change detection: regression statistic vs threshold"]
+    scale = change["fieldConfig"]["defaults"]["custom"]["scaleDistribution"]
+    assert scale == {"type": "log", "log": 10}
+    assert any("certmon_regression_threshold" in t["expr"] for t in change["targets"])
+    age = panels["Checkpoint age"]["targets"][0]["expr"]
+    assert "certmon_checkpoint_pending_events > 0" in age
+    table = panels["Every suite / model / certificate / method"]
+    names = table["transformations"][1]["options"]["renameByName"]
+    assert "Risk <= (certified, one-sided)" in names.values()
+    for title, panel in panels.items():  # every panel says what an empty one means
+        if panel["type"] != "row":
+            text = panel["description"].lower()
+            assert "empty" in text or "no data" in text, title

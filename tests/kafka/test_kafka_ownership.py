@@ -110,6 +110,16 @@ def test_a_suite_on_two_partitions_keeps_its_first_owner(
     scraper = Scraper(port)
     setup.wait_caught_up(timeout=60, procs=[c1])
     _wait_ready(c1, port)
+    # born at 0 (issue 26, finding 3): increase() sees the first conflict
+    born = 'certmon_kafka_suite_partition_conflicts_total{suite="suite-0"} 0.0'
+    text = scrape(port)[1]
+    for _ in range(150):  # /metrics is cached up to [metrics] min_scrape_interval
+        if born in text:
+            break
+        time.sleep(0.2)
+        text = scrape(port)[1]
+    assert born in text
+    assert 'certmon_events_rejected_total{reason="suite_partition_conflict"} 0.0' in text
     _send(setup, phase2)
     setup.wait_caught_up(timeout=60, procs=[c1])  # the fenced records at the end included
     text = scrape_until(port, "certmon_kafka_suite_partition_conflicts_total", len(fenced2))
@@ -118,6 +128,9 @@ def test_a_suite_on_two_partitions_keeps_its_first_owner(
                   suite="suite-0") == len(fenced2)  # fmt: skip
     assert sample(text, "certmon_events_rejected_total",
                   reason="suite_partition_conflict") == len(fenced2)  # fmt: skip
+    # received counts every record read, the fenced ones included (as rejected does)
+    assert sample(text, "certmon_events_received_total") == sample(
+        text, "certmon_kafka_records_consumed_total") + len(fenced2)
     warnings = [json.loads(line) for line in c1.log_path.read_text().splitlines()
                 if "suite read from a second partition" in line]  # fmt: skip
     assert [(w["level"], w["suite"], w["partition"], w["owner_partition"])

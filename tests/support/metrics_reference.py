@@ -27,8 +27,20 @@ _STRATUM = ("suite", "model", "stratum")
 # (name, documentation, label names) of every gauge family, in exposition order.
 _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_risk_estimate", "Point estimate of the risk E[loss] (per method).", _METHOD),
-    ("certmon_risk_lower_bound", "Lower end of the anytime-valid confidence sequence.", _METHOD),
-    ("certmon_risk_upper_bound", "Upper end of the anytime-valid confidence sequence.", _METHOD),
+    ("certmon_risk_upper_bound",
+     "One-sided upper confidence bound on the risk that goes with a certified verdict (<= "
+     "alpha), valid at the certificate's confidence 1 - exp(-certmon_log_e_threshold); "
+     "present only while certified.", _METHOD),
+    ("certmon_risk_lower_bound",
+     "One-sided lower confidence bound on the risk that goes with a violated verdict (>= "
+     "alpha), valid at the certificate's confidence 1 - exp(-certmon_log_e_threshold); "
+     "present only while violated.", _METHOD),
+    ("certmon_risk_cs_lower_bound",
+     "Lower end of the two-sided anytime-valid confidence sequence (same confidence; not the "
+     "verdict's bound).", _METHOD),
+    ("certmon_risk_cs_upper_bound",
+     "Upper end of the two-sided anytime-valid confidence sequence (same confidence; not the "
+     "verdict's bound).", _METHOD),
     ("certmon_log_e_value", "Log e-value of the certify or violate test.", (*_METHOD, "side")),
     ("certmon_log_e_threshold", "log(1/delta) after the multiplicity correction.", _METHOD),
     ("certmon_certificate_state", "1 for the certificate's current state, 0 for the others.",
@@ -48,6 +60,9 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      (*_METHOD, "rho")),
     ("certmon_certificate_epoch", "Epoch of the certificate (1 + regimes ended by a detector).",
      _CERT),
+    ("certmon_certificate_lost",
+     "1 while the certificate is lost and not earned again (a regression ended a certified "
+     "epoch, or the violation test crossed after certification), else 0.", _CERT),
     ("certmon_certificate_epoch_start_round",
      "Model round at which the current epoch began (0 for the first epoch).", _CERT),
     ("certmon_regression_statistic",
@@ -246,6 +261,9 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
         families.gauge("certmon_certificate_alpha", cert_key, cert_map.get("alpha"))
         families.gauge("certmon_certificate_delta", cert_key, cert_map.get("delta"))
         _add_epoch(families, cert_key, _mapping(cert_map.get("epoch")))
+        lost = cert_map.get("lost")
+        if isinstance(lost, bool):
+            families.gauge("certmon_certificate_lost", cert_key, float(lost))
         for method, method_view in sorted(_mapping(cert_map.get("methods")).items()):
             _add_method(families, [*cert_key, str(method)], _mapping(method_view))
 
@@ -270,9 +288,11 @@ def _add_epoch(families: _Families, key: list[str], view: Mapping[str, Any]) -> 
 
 def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) -> None:
     families.gauge("certmon_risk_estimate", key, view.get("risk_estimate"))
+    families.gauge("certmon_risk_upper_bound", key, view.get("risk_upper_bound"))
+    families.gauge("certmon_risk_lower_bound", key, view.get("risk_lower_bound"))
     if view.get("cs_valid", True) is not False:
-        families.gauge("certmon_risk_lower_bound", key, view.get("cs_lower"))
-        families.gauge("certmon_risk_upper_bound", key, view.get("cs_upper"))
+        families.gauge("certmon_risk_cs_lower_bound", key, view.get("cs_lower"))
+        families.gauge("certmon_risk_cs_upper_bound", key, view.get("cs_upper"))
     families.gauge("certmon_log_e_value", [*key, "certify"], view.get("log_e_certify"))
     families.gauge("certmon_log_e_value", [*key, "violate"], view.get("log_e_violate"))
     families.gauge("certmon_log_e_threshold", key, view.get("log_threshold"))
