@@ -23,7 +23,7 @@ from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.verdict import verdict_bound
 
-__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence",
+__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence", "label_fields",
            "model_view", "verdict_fields"]
 
 
@@ -67,13 +67,18 @@ def alert_evidence(
     mon = m.monitors[(cert, meth)]
     certified = kind == "certified"
     log_e = mon.log_e_certify if certified else mon.log_e_violate
+    test = mon.certify_test if certified else mon.violate_test
+    # a claim beyond the applied rounds (monitor.state.audit_order) crossed on its lower bound
+    # of the audit-ordered wealth, which is the test's maximum
+    claimed = test.crossed_at_round is not None and test.max_log_e > log_e
     valid = bool(mon.cs_valid)
     return {
         "verdict": "certified" if certified else "violated",
         "test": "certify" if certified else "violate",
-        "log_e_value": finite_or_none(log_e),
+        "log_e_value": finite_or_none(test.max_log_e if claimed else log_e),
         "log_threshold": finite_or_none(mon.log_threshold),
         "rounds": mon.rounds,
+        **label_fields(m),
         **verdict_fields("certified" if certified else "violated", mon.alpha,
                          mon.threshold_delta, mon.cs_lower, mon.cs_upper, valid),
         "two_sided_cs_lower": finite_or_none(mon.cs_lower) if valid else None,
@@ -87,6 +92,20 @@ def alert_evidence(
         "threshold_delta": mon.threshold_delta,
         "multiplicity": multiplicity,
         "epoch": m.epochs[cert].number,
+    }
+
+
+def label_fields(m: ModelState) -> dict[str, int]:
+    """The labels behind a claim: pending, missing, arrived but waiting for an earlier one.
+
+    A claim holds with every pending label at its worst value for it and every missing label
+    at its worst value (``docs/guarantees.md``): none of them can void it.
+    """
+    return {
+        "labels_pending": m.pending_units,
+        "labels_missing": m.counts["expired_pending"],
+        "labels_waiting": len(m.order.ready),
+        "audited_units": m.order.next_position,
     }
 
 
