@@ -11,9 +11,8 @@ Waiting for the slowest label would delay every claim, so the certificates also 
 *beyond* the applied rounds: for each ``plugin_up`` test and bet cell, the log factors of the
 units not applied yet are bounded below (:mod:`monitor.stats.betting.plugin_bounds`: a pending
 label at its worst value for the claim, at the round's reliance, fixed when its unit was
-judged from the rounds applied then) and summed here; :meth:`AuditOrder.claim` offers the resulting lower bound on
-the audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval.AutoEvalTest.
-claim`).
+judged) and summed here; :meth:`AuditOrder.claim` offers the resulting lower bound on the
+audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval.AutoEvalTest.claim`).
 
 Examples
 --------

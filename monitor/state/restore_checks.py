@@ -239,7 +239,7 @@ def _pending_positions(cols: Any, where: str) -> dict[str, list[int]]:
 
 
 def _check_rhos(v: Any, where: str) -> None:
-    """Fixed reliances: None, or ``{certificate: [rho in [0, 1], ...]}``."""
+    """Check fixed reliances: None, or ``{certificate: [rho in [0, 1], ...]}``."""
     if v is None:
         return
     if not isinstance(v, dict) or not all(

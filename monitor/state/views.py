@@ -23,8 +23,8 @@ from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.verdict import verdict_bound
 
-__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence", "label_fields",
-           "model_view", "verdict_fields"]
+__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence",
+           "label_fields", "model_view", "verdict_fields"]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -96,7 +96,7 @@ def alert_evidence(
 
 
 def label_fields(m: ModelState) -> dict[str, int]:
-    """The labels behind a claim: pending, missing, arrived but waiting for an earlier one.
+    """Return the labels behind a claim: pending, missing, arrived but waiting for an earlier one.
 
     A claim holds with every pending label at its worst value for it and every missing label
     at its worst value (``docs/guarantees.md``): none of them can void it.

@@ -268,14 +268,15 @@ def regression_phase(stack: Stack) -> None:
     d = '{suite="drift", model="d", certificate="risk"}'
     with open(stack.stream, "ab") as out:  # before the change: certified, its series scraped
         out.writelines(lines[:len(lines) * 2 // 5])
-    wait_for(lambda: bool(result(prom, 'certmon_certificate_state{suite="drift", '
-                                       'state="certified"} == 1')), 30, "drift/d certified")
+    wait_until(lambda: bool(result(prom, 'certmon_certificate_state{suite="drift", '
+                                         'state="certified"} == 1')), "drift/d certified", 30)
     time.sleep(2)  # a few scrapes at regressions_total 0, so increase() sees the change
     with open(stack.stream, "ab") as out:
         out.writelines(lines[len(lines) * 2 // 5:])
-    wait_for(lambda: bool(result(prom, f"certmon_certificate_lost{d} == 1")), 30,
-             "the certificate of drift/d lost")
-    wait_for(lambda: ("CertmonCertificateLost", "") in alerts(prom), 20, "the Lost rule firing")
+    wait_until(lambda: bool(result(prom, f"certmon_certificate_lost{d} == 1")),
+               "the certificate of drift/d lost", 30)
+    wait_until(lambda: ("CertmonCertificateLost", "") in alerts(prom), "the Lost rule firing",
+               20)
     evaluate_everything(prom)
     mine = {a for s in ("pending", "firing") for a in result(prom, f'ALERTS{{alertstate="{s}", '
             'suite="drift"}') for a in [a["metric"]["alertname"]]}
@@ -293,7 +294,7 @@ def regression_phase(stack: Stack) -> None:
         return {("CertmonCertificateLost", "certmon"), ("CertmonCertificateLost", "rules"),
                 ("CertmonRegression", "rules")} <= seen
     try:
-        wait_for(settled, 30, "pushed and rule alerts of drift/d in Alertmanager")
+        wait_until(settled, "pushed and rule alerts of drift/d in Alertmanager", 30)
     except AssertionError as exc:
         raise AssertionError([(a["labels"], a["status"]) for a in am_drift()]) from exc
     loud = [a for a in am_drift() if a["status"]["state"] == "active"]
