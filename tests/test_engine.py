@@ -453,7 +453,9 @@ def test_state_view_contract_keys() -> None:
     assert set(suite) == {"models", "multiplicity", "family_size"}
     mv = suite["models"]["m"]
     assert set(mv) == {"counts", "certificates", "judge_bias", "pending_units", "orphan_labels",
-                       "judge_drift"}
+                       "judge_drift", "labels"}
+    assert set(mv["labels"]) == {"audited", "pending", "waiting", "missing", "late",
+                                 "completion_ratio", "oldest_pending_age_seconds"}
     assert set(mv["counts"]) == {"judge", "labels", "rounds", "unsolicited_labels", "duplicates",
                                  "rejected", "label_requests", "expired_pending",
                                  "expired_orphans", "late_labels"}

@@ -38,7 +38,12 @@ _SELECTION_FIELDS = (("certmon_selection_estimate", "estimate"),
 _COUNT_KEYS = (("certmon_rounds_total", "rounds"), ("certmon_labels_total", "labels"),
                ("certmon_judge_events_total", "judge"),
                ("certmon_unsolicited_labels_total", "unsolicited_labels"),
-               ("certmon_label_requests_total", "label_requests"))
+               ("certmon_label_requests_total", "label_requests"),
+               ("certmon_labels_missing_total", "expired_pending"),
+               ("certmon_labels_late_total", "late_labels"))
+_LABEL_GAUGES = (("certmon_labels_waiting", "waiting"),
+                 ("certmon_oldest_pending_label_age_seconds", "oldest_pending_age_seconds"),
+                 ("certmon_label_completion_ratio", "completion_ratio"))
 _EXPIRED_KINDS = (("pending", "expired_pending"), ("orphan_label", "expired_orphans"))
 _go_float = cast(Callable[[float], str], floatToGoString)  # the library's value formatting
 _EPOCH_KEYS = (("certmon_regressions", "regressions"), ("certmon_improvements", "improvements"),
@@ -165,6 +170,11 @@ def _model(out: dict[str, list[str]], mo: str, su: str, view: Mapping[str, Any],
     for name, field in (("certmon_judge_bias", "judge_bias"),
                         ("certmon_pending_units", "pending_units")):
         v = _fmt(view.get(field))
+        if v is not None:
+            out[name].append(f"{name}{key}{v}\n")
+    labels = _mapping(view.get("labels"))
+    for name, field in _LABEL_GAUGES:
+        v = _fmt(labels.get(field))
         if v is not None:
             out[name].append(f"{name}{key}{v}\n")
     drift = _mapping(view.get("judge_drift"))

@@ -294,10 +294,19 @@ class SuiteState:
     def view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return this suite's part of STATE.json (``shown_only``: see ``model_view``)."""
         certs = self._certs
+        models = {name: model_view(m, certs, shown_only) for name, m in self.models.items()}
+        oldest: dict[str, float] = {}  # the oldest pending unit's tick per model
+        for _, (tick, unit) in self.join.pending.data.items():
+            if unit.model not in oldest:
+                oldest[unit.model] = tick
+        w = self.join.watermark
+        for name, mv in models.items():
+            t = oldest.get(name)
+            mv["labels"]["oldest_pending_age_seconds"] = 0.0 if t is None else w - t
         view: dict[str, Any] = {
             "multiplicity": self.config.multiplicity,
             "family_size": self.family_size,
-            "models": {name: model_view(m, certs, shown_only) for name, m in self.models.items()},
+            "models": models,
         }
         if self.refused_count:
             view["refused_models"] = {"events": self.refused_count, "names": list(self.refused)}

@@ -193,11 +193,21 @@ def model_view(
             }
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
                          "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
+    audited = m.order.next_position
     return {
         "counts": dict(m.counts),
         "judge_bias": m.judge_bias,
         "pending_units": m.pending_units,
         "orphan_labels": m.orphan_labels,
+        "labels": {
+            "audited": audited,
+            "pending": m.pending_units,
+            "waiting": len(m.order.ready),
+            "missing": m.counts["expired_pending"],
+            "late": m.counts["late_labels"],
+            "completion_ratio": (1.0 - (m.pending_units + m.counts["expired_pending"]) / audited
+                                 if audited else 1.0),
+        },
         "certificates": certs,
         "judge_drift": None if m.judge is None else m.judge.view(),
         **({} if m.strata is None else {"strata": m.strata.view()}),

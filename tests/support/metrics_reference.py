@@ -80,6 +80,13 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      (*_MODEL, "signal")),
     ("certmon_judge_bias", "Mean of judge loss minus human loss over rounds.", _MODEL),
     ("certmon_pending_units", "Audited units waiting for their human label.", _MODEL),
+    ("certmon_labels_waiting",
+     "Labels that arrived and wait for an earlier audited unit's label (rounds are applied in "
+     "audit order).", _MODEL),
+    ("certmon_oldest_pending_label_age_seconds",
+     "Event time since the unit of the oldest pending label was judged (0 when none).", _MODEL),
+    ("certmon_label_completion_ratio",
+     "Share of audited units whose label arrived (pending and missing ones are not).", _MODEL),
     ("certmon_precision_half_width", "Half-width of the Cer-Eval certified (stratified) interval.",
      _CERT),
     ("certmon_precision_target", "Precision goal epsilon for the certified half-width.", _CERT),
@@ -98,6 +105,11 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("certmon_unsolicited_labels", "Labels for units never audited (not used).",
      "unsolicited_labels"),
     ("certmon_label_requests", "Label requests emitted.", "label_requests"),
+    ("certmon_labels_missing",
+     "Labels missing for good (timed out or evicted): used at their worst value.",
+     "expired_pending"),
+    ("certmon_labels_late", "Labels that arrived after their unit was taken as missing (not "
+     "used).", "late_labels"),
 )
 # (name without _total, documentation, key in the certificate's "epoch" view)
 _EPOCH_COUNTERS: tuple[tuple[str, str, str], ...] = (
@@ -245,6 +257,11 @@ def _add_model(families: _Families, suite: str, model: str, view: Mapping[str, A
             families.expired.add_metric([*key, kind], number)
     families.gauge("certmon_judge_bias", key, view.get("judge_bias"))
     families.gauge("certmon_pending_units", key, view.get("pending_units"))
+    labels = _mapping(view.get("labels"))
+    families.gauge("certmon_labels_waiting", key, labels.get("waiting"))
+    families.gauge("certmon_oldest_pending_label_age_seconds", key,
+                   labels.get("oldest_pending_age_seconds"))
+    families.gauge("certmon_label_completion_ratio", key, labels.get("completion_ratio"))
     drifts = _num(_mapping(view.get("judge_drift")).get("alarms"))
     if drifts is not None:
         families.judge_drifts.add_metric(key, drifts)
