@@ -17,11 +17,11 @@ audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval.AutoEv
 Examples
 --------
 >>> o = AuditOrder()
->>> a, b = o.assign(), o.assign()
->>> o.resolve(b, 0.0, 0.1, 0.0, 0, None, {})        # b's label first: it waits for a
+>>> a, b = (o.assign({}, 0.5, (0.0, 0), None) for _ in range(2))
+>>> o.resolve(b, 0.0, 0.1, 0.0, 0, None, {}, list)   # b's label first: it waits for a
 >>> o.take_ready()
 []
->>> o.resolve(a, 1.0, 0.9, 0.0, 0, None, {})
+>>> o.resolve(a, 1.0, 0.9, 0.0, 0, None, {}, list)
 >>> [(e[0], e[1]) for e in o.take_ready()]  # both, in audit order
 [(1.0, 0.9), (0.0, 0.1)]
 
@@ -37,7 +37,7 @@ however labels are delayed, and whether or not they ever arrive.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = ["AuditOrder"]
 # [human or None, judge, block_sum, block_count, human counted in sums, reliances or None]
 Entry = list[Any]
 Rhos = dict[str, list[float]] | None  # per certificate, per plugin_up test (None: unknown)
+Waiting = tuple[float, tuple[float, int], Rhos]  # a waiting unit's (judge, block, rhos)
 
 
 def _terms(group: CertificateGroup, human: float | None, judge: float,
@@ -66,23 +67,27 @@ class AuditOrder:
     """Reorder buffer of one model's audited units, with the bounds of the unapplied ones.
 
     ``next_position`` positions were given; rounds ``[0, applied)`` were applied (or taken as
-    missing); ``ready`` holds resolved positions at or after ``applied`` waiting for an
-    earlier one; ``waiting`` counts the positions at or after ``applied`` (pending or ready).
-    ``sums`` (derived, not saved) holds, per certificate and ``plugin_up`` test, the per-cell
-    sum of the waiting units' log factor bounds.
+    missing); ``ready`` holds resolved positions after ``applied`` waiting for an earlier one;
+    ``waiting`` counts the positions at or after ``applied`` (pending or ready). ``sums`` holds,
+    per certificate and ``plugin_up`` test, the per-cell sum of the waiting units' log factor
+    bounds; it is built only once a label arrives out of order (None until then, and again once
+    nothing waits), so labels that arrive in audit order cost nothing here.
     """
 
     next_position: int = 0
     applied: int = 0
     ready: dict[int, Entry] = field(default_factory=dict)
     waiting: int = 0
-    sums: dict[str, list[list[float]]] = field(default_factory=dict)
+    sums: dict[str, list[list[float]]] | None = None
 
-    def assign(self) -> int:
-        """Give the next audit position to a unit judged now."""
+    def assign(self, groups: dict[str, CertificateGroup], judge: float,
+               block: tuple[float, int], rhos: Rhos) -> int:
+        """Give the next audit position to a unit judged now (its bound joins the sums)."""
         pos = self.next_position
         self.next_position = pos + 1
         self.waiting += 1
+        if self.sums is not None:
+            self.add(groups, None, judge, block, rhos)
         return pos
 
     def add(self, groups: dict[str, CertificateGroup], human: float | None, judge: float,
@@ -91,6 +96,8 @@ class AuditOrder:
 
         ``rhos``: the unit's reliances, fixed when it was judged (None: unknown, any in [0, 1]).
         """
+        if self.sums is None:
+            self.sums = {}
         for cert, group in groups.items():
             terms = _terms(group, human, judge, block, None if rhos is None else rhos.get(cert))
             if not terms:
@@ -103,15 +110,21 @@ class AuditOrder:
                     s[k] += sign * v
 
     def resolve(self, pos: int, human: float | None, judge: float, block_sum: float,
-                block_count: int, rhos: Rhos, groups: dict[str, CertificateGroup]) -> None:
+                block_count: int, rhos: Rhos, groups: dict[str, CertificateGroup],
+                pending: Callable[[], Sequence[Waiting]]) -> None:
         """Record the label of position ``pos`` (None: missing for good).
 
-        A position after ``applied`` keeps waiting; its bound is updated to its label.
+        A position after ``applied`` keeps waiting; its bound becomes its label's. The first
+        label out of order builds :attr:`sums` from ``pending()`` (the other waiting units whose
+        label has not arrived, as ``(judge, block, rhos)``) and the ready ones.
         """
         counted = None
         if human is not None and pos != self.applied:
             block = (block_sum, block_count)
-            self.add(groups, None, judge, block, rhos, -1.0)
+            if self.sums is None:
+                self.rebuild(groups, pending())
+            else:
+                self.add(groups, None, judge, block, rhos, -1.0)
             self.add(groups, human, judge, block, rhos)
             counted = human
         self.ready[pos] = [human, judge, block_sum, block_count, counted, rhos]
@@ -129,29 +142,28 @@ class AuditOrder:
     def settle(self, groups: dict[str, CertificateGroup], taken: Sequence[Entry]) -> None:
         """Remove the bounds of entries just taken by :meth:`take_ready` (before applying them)."""
         if not self.waiting:
-            self.sums = {}  # exact: no waiting unit left
+            self.sums = None  # exact: no waiting unit left
+            return
+        if self.sums is None:
             return
         for e in taken:
             self.add(groups, e[4], e[1], (e[2], e[3]), e[5], -1.0)
 
     def claim(self, groups: dict[str, CertificateGroup]) -> None:
         """Offer each ``plugin_up`` test its wealth with the waiting units' bounds."""
-        if not self.waiting:
-            return
+        if not self.waiting or self.sums is None:
+            return  # (without a label out of order, nothing beyond the applied rounds to claim)
         for cert, group in groups.items():
             sums = self.sums.get(cert)
             if sums is None:
                 continue
-            tests = group.tests
-            for t, s in zip(tests, sums, strict=True):
+            for t, s in zip(group.tests, sums, strict=True):
                 t.claim(s)
 
-    def rebuild(self, groups: dict[str, CertificateGroup],
-                pending: Sequence[tuple[float, tuple[float, int], Rhos]]) -> None:
-        """Recompute :attr:`sums` from scratch (after a restore).
+    def rebuild(self, groups: dict[str, CertificateGroup], pending: Sequence[Waiting]) -> None:
+        """Compute :attr:`sums` from scratch, from the ready units and ``pending``.
 
-        ``pending`` lists ``(judge, block, rhos)`` of the waiting units whose label has not
-        arrived.
+        ``pending``: ``(judge, block, rhos)`` of the waiting units whose label has not arrived.
         """
         self.sums = {}
         for e in self.ready.values():
@@ -164,18 +176,20 @@ class AuditOrder:
     def to_list(self) -> list[Any]:
         """JSON form ``[next, applied, waiting, [[pos, human, judge, bsum, bcount, rhos]], sums]``.
 
-        ``sums`` is ``[[certificate, per-test per-cell sums]]`` (empty when nothing waits): saved
+        ``sums`` is ``[[certificate, per-test per-cell sums]]``, or None when not built: saved
         so that a restore continues with the same floats; :meth:`adopt` checks them.
 
         Examples
         --------
-        >>> o = AuditOrder(); _ = o.assign(); _ = o.assign()
-        >>> o.resolve(1, 0.0, 0.5, 0.0, 0, None, {})
+        >>> o = AuditOrder(); _ = o.assign({}, 0.5, (0.0, 0), None)
+        >>> _ = o.assign({}, 0.5, (0.0, 0), None)
+        >>> o.resolve(1, 0.0, 0.5, 0.0, 0, None, {}, list)
         >>> o.to_list(), AuditOrder.from_list(o.to_list()).to_list() == o.to_list()
         ([2, 0, 2, [[1, 0.0, 0.5, 0.0, 0, None]], []], True)
         """
         return [self.next_position, self.applied, self.waiting,
                 [[p, e[0], e[1], e[2], e[3], e[5]] for p, e in sorted(self.ready.items())],
+                None if self.sums is None else
                 [[c, [list(t) for t in v]] for c, v in self.sums.items()]]
 
     @classmethod
@@ -187,21 +201,22 @@ class AuditOrder:
                                float(bsum), int(bcount), None,
                                None if rhos is None else {
                                    str(c): [float(r) for r in rs] for c, rs in rhos.items()}]
-        o.sums = {str(c): [[float(x) for x in t] for t in tests] for c, tests in v[4]}
+        o.sums = None if v[4] is None else {
+            str(c): [[float(x) for x in t] for t in tests] for c, tests in v[4]}
         return o
 
-    def adopt(self, groups: dict[str, CertificateGroup],
-              pending: Sequence[tuple[float, tuple[float, int], Rhos]]) -> bool:
+    def adopt(self, groups: dict[str, CertificateGroup], pending: Sequence[Waiting]) -> bool:
         """Check the restored :attr:`sums` against a rebuild; keep them if they agree.
 
         ``pending`` lists ``(judge, block, rhos)`` of the waiting units whose label has not
-        arrived.
-        Returns False (and keeps the rebuilt sums) when a saved value differs from the rebuilt
-        one by more than float rounding, or the shapes differ: the snapshot was altered.
+        arrived. Returns False when a saved value differs from the rebuilt one by more than float
+        rounding, or the shapes differ: the snapshot was altered.
         """
         saved = self.sums
+        if saved is None:  # built only once a label arrived out of order
+            return not any(e[0] is not None for e in self.ready.values())
         self.rebuild(groups, pending)
-        rebuilt = self.sums
+        rebuilt = self.sums or {}
         if set(saved) != set(rebuilt):
             return False
         for c, tests in rebuilt.items():

@@ -181,10 +181,8 @@ class SuiteState:
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, tag, bsum, bcount)
         if sample == UNIFORM:  # a round: its place in audit order, its reliances (fixed now,
             # from the rounds applied so far), its bound while it waits
-            order = model.order
-            unit.position = order.assign()
             unit.rhos = model.reliances() or None
-            order.add(model.groups, None, ev.loss, (bsum, bcount), unit.rhos)
+            unit.position = model.order.assign(model.groups, ev.loss, (bsum, bcount), unit.rhos)
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return
@@ -228,7 +226,8 @@ class SuiteState:
             # the reliances learn from the label now; the round waits for its position
             model.learn(human, unit.judge, unit.block)
             model.order.resolve(unit.position, human, unit.judge, unit.block_sum,
-                                unit.block_count, unit.rhos, model.groups)
+                                unit.block_count, unit.rhos, model.groups,
+                                lambda: self._waiting(model.name))
             self._release(model, ts, alerts)
         elif tag is None or tag[1] == UNIFORM:  # a unit of a snapshot without audit order
             model.round(human, unit.judge, unit.block)
@@ -264,6 +263,12 @@ class SuiteState:
             model.order.claim(model.groups)
             self.book.refresh(model, ts, alerts)
 
+    def _waiting(self, model: str) -> list[tuple[float, tuple[float, int], Any]]:
+        """List the model's audited units whose label has not arrived: ``(judge, block, rhos)``."""
+        return [(u.judge, (u.block_sum, u.block_count), u.rhos)
+                for _, (_, u) in self.join.pending.data.items()
+                if u.position >= 0 and u.model == model]
+
     def _expired(self, ts: float, alerts: list[Alert]) -> None:
         expired = self.join.expired
         self.join.expired = []
@@ -282,7 +287,7 @@ class SuiteState:
         if unit.position >= 0:
             self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
-                            unit.rhos, m.groups)
+                            unit.rhos, m.groups, lambda: self._waiting(m.name))
             self._release(m, ts, alerts)
 
     def _expired_orphan(self, payload: list[Any]) -> None:
@@ -337,13 +342,8 @@ class SuiteState:
                 m.strata = StrataState.from_dict(strata, md["strata"])
             s.models[m.name] = m
         s.join = JoinWindow.from_dict(config, watermark, d)
-        waiting: dict[str, list[tuple[float, tuple[float, int], Any]]] = {}
-        for _, (_, unit) in s.join.pending.data.items():
-            if unit.position >= 0:
-                waiting.setdefault(unit.model, []).append(
-                    (unit.judge, (unit.block_sum, unit.block_count), unit.rhos))
         for m in s.models.values():
-            units = waiting.get(m.name, [])
+            units = s._waiting(m.name)
             shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
             for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:
                 if rhos is not None and any(len(r) != shapes.get(c, -1) for c, r in rhos.items()):

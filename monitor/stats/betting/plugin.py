@@ -46,7 +46,6 @@ _STATE_KIND = "certmon.PlugInEProcess"
 CELLS = 8
 EXT_RATIO = math.sqrt(2.0)
 EXT_WEIGHT = 0.25
-_MAX_BOUNDS = 4096  # cached bound_terms results per configuration
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
@@ -119,7 +118,7 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bets", "_bounds", "_c", "_delta", "_lam", "_learned",
+    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_lam", "_learned",
                  "_log_e", "_off", "_plug",
                  "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn", "_side", "_since",
                  "_sums", "_u")  # one per test and model: no per-instance dict
@@ -155,9 +154,6 @@ class PlugInEProcess:
             if w[-1] == 0.0:
                 lam, w = lam[:-1], w[:-1]
         self._lam = lam
-        # bound_terms results by (label, shift): a pure function of the configuration, shared
-        # with spawned processes (bounded: cleared when full)
-        self._bounds: dict[tuple[float | None, float, float | None], list[float]] = {}
         # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
         # is ref + log(sum u) (renormalised before it can over- or underflow)
         self._prior = list(w)
@@ -190,7 +186,6 @@ class PlugInEProcess:
         new._side, new._bet = self._side, self._bet
         new._c, new._rhos, new._plug, new._sgn = self._c, self._rhos, self._plug, self._sgn
         new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
-        new._bounds = self._bounds
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
         new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
         new._u = list(self._u)  # state: replaced every round, copied to be safe
@@ -337,14 +332,7 @@ class PlugInEProcess:
         """
         if rho is None and not self._plug:
             rho = self._rhos[0]
-        key = (human, shift, rho)
-        terms = self._bounds.get(key)
-        if terms is None:
-            if len(self._bounds) >= _MAX_BOUNDS:
-                self._bounds.clear()
-            terms = self._bounds[key] = worst_log_factors(
-                self._alpha, self._side, self._lam, self._c, human, rho, shift)
-        return terms
+        return worst_log_factors(self._alpha, self._side, self._lam, self._c, human, rho, shift)
 
     def log_wealth_with(self, terms: Sequence[float], floor: float = -math.inf) -> float:
         """Log wealth of the mixture if each cell ``k`` also took the log factor ``terms[k]``.
@@ -442,7 +430,9 @@ class PlugInEProcess:
         if not 0 <= ep._since <= ep._learned or ep._rounds < 0:
             raise ValueError("PlugInEProcess state: 'since' outside [0, learned]")
         # as the live process: exactly 0 before the first round, then ref + log(sum u)
-        ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum_in_order(u))
+        # (a missing label's penalty moves the cells without counting a round)
+        fresh = ep._rounds == 0 and ep._ref == 0.0 and u == ep._prior
+        ep._log_e = 0.0 if fresh else ep._ref + math.log(sum_in_order(u))
         if ep._plug:
             ep._set_rho(plugin_rho(ep._learned - ep._since, sums, ep._alpha, ep._c, ep._side,
                                    ep._rhos))
