@@ -284,7 +284,14 @@ def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None)
 
 
 def state_key(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """Return the key of a record's certificate-state alert (suite, model, certificate, method)."""
+    """Return the key of a record's certificate-state alert (suite, model, certificate, method).
+
+    A comparison's record (or labels) with a ``comparison``: ``("comparison", suite,
+    comparison, candidate)``, one verdict per candidate.
+    """
+    if record.get("comparison") is not None:
+        return ("comparison", *(str(record.get(n, "")) for n in ("suite", "comparison",
+                                                                  "candidate")))
     return ("state", *(str(record.get(n, "")) for n in ("suite", "model", "certificate", "method")))
 
 
@@ -357,4 +364,29 @@ def state_records(
                         "suite": suite, "model": model, "certificate": cert, "method": method,
                         "round": rnd, "ts": ts, "evidence": evidence,
                     })
+        out += _comparison_records(suite, sv.get("comparisons") or {})
+    return out
+
+
+def _comparison_records(suite: str, comparisons: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``non_inferior`` / ``inferior`` records of a suite's ``comparisons`` STATE block.
+
+    Examples
+    --------
+    >>> view = {"c": {"baseline": "a", "design": "paired", "candidates": {
+    ...     "b": {"status": "inferior", "decided_at_round": 40, "labels": 80},
+    ...     "d": {"status": "pending"}}}}
+    >>> [(r["kind"], r["candidate"], r["round"]) for r in _comparison_records("qa", view)]
+    [('inferior', 'b', 40)]
+    """
+    out: list[dict[str, Any]] = []
+    for name, cv in comparisons.items():
+        for cand, view in (cv.get("candidates") or {}).items():
+            status = view.get("status")
+            if status not in COMPARISON:
+                continue
+            out.append({"kind": status, "suite": suite, "model": cand, "certificate": name,
+                        "method": cv.get("design"), "round": view.get("decided_at_round"),
+                        "ts": None, "evidence": dict(view), "comparison": name,
+                        "baseline": cv.get("baseline"), "candidate": cand})
     return out

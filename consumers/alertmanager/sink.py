@@ -318,9 +318,6 @@ class AlertmanagerSink:
             key: _Key = ("once", str(record.get("id", "")), json.dumps(labels, sort_keys=True))
         elif group == "best":
             key = ("best", labels.get("suite", ""))
-        elif group == "comparison":  # one verdict per (suite, comparison, candidate)
-            key = ("comparison", labels.get("suite", ""), labels.get("comparison", ""),
-                   labels.get("candidate", ""))
         else:
             key = state_key(labels)
         if kind in _ENDS_STATE:  # the violated epoch ended: its state alert resolves
