@@ -219,9 +219,10 @@ def _comparison_line(ev: Mapping[str, Any]) -> str:
 
     Examples
     --------
-    >>> _comparison_line({"bound": 0.018, "bound_side": "upper", "bound_confidence": 0.95,
-    ...                   "estimate": -0.004, "margin": 0.02})
-    'risk(candidate) - risk(baseline) <= 0.018 (one-sided, 95% confidence; margin 0.02, estimate -0.004)'
+    >>> print(_comparison_line({"bound": 0.018, "bound_side": "upper", "bound_confidence": 0.95,
+    ...                         "estimate": -0.004, "margin": 0.02}).replace("; ", chr(10)))
+    risk(candidate) - risk(baseline) <= 0.018 (one-sided, 95% confidence
+    margin 0.02, estimate -0.004)
     """
     bound, side = ev.get("bound"), ev.get("bound_side")
     if bound is None or side not in ("upper", "lower"):

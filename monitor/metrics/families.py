@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["COMPARISON", "COMPARISON_STATES", "COUNTERS", "DETAILS", "GAUGES", "SELECTION", "STATES",
-           "Detail", "family_order"]
+__all__ = ["COMPARISON", "COMPARISON_STATES", "COUNTERS", "DETAILS", "GAUGES", "SELECTION",
+           "STATES", "Detail", "family_order"]
 
 Detail = Literal["full", "shown"]
 DETAILS: tuple[str, ...] = ("full", "shown")

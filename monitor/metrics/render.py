@@ -349,7 +349,7 @@ def _selection(out: dict[str, list[str]], su: str, view: Mapping[str, Any]) -> N
 
 
 def _comparison(out: dict[str, list[str]], name: str, su: str, view: Mapping[str, Any]) -> None:
-    r"""The series of one comparison (its block of a suite's ``comparisons`` in STATE.json).
+    r"""Render the series of one comparison (its block of a suite's ``comparisons``).
 
     Examples
     --------
@@ -357,10 +357,14 @@ def _comparison(out: dict[str, list[str]], name: str, su: str, view: Mapping[str
     >>> _comparison(out, "c", 'suite="qa"', {"baseline": "a", "candidates": {"b": {
     ...     "status": "inferior", "estimate": 0.07, "lower_bound": 0.03, "upper_bound": None,
     ...     "labels": 400}}})
-    >>> out["certmon_comparison_difference"][0]
-    'certmon_comparison_difference{baseline="a",bound="estimate",candidate="b",comparison="c",suite="qa"} 0.07\n'
-    >>> out["certmon_comparison_state"][2]
-    'certmon_comparison_state{baseline="a",candidate="b",comparison="c",state="inferior",suite="qa"} 1.0\n'
+    >>> print(out["certmon_comparison_difference"][0].replace(",", chr(10)), end="")
+    certmon_comparison_difference{baseline="a"
+    bound="estimate"
+    candidate="b"
+    comparison="c"
+    suite="qa"} 0.07
+    >>> [line.split("state=")[1].rstrip() for line in out["certmon_comparison_state"]]
+    ['"pending",suite="qa"} 0.0', '"non_inferior",suite="qa"} 0.0', '"inferior",suite="qa"} 1.0']
     """
     base = f'baseline="{_esc(view.get("baseline", ""))}",'
     cmp_ = f'comparison="{_esc(name)}",'

@@ -76,7 +76,7 @@ Pair = list[Any]
 
 
 def _arm_value(entry: list[Any]) -> list[Any] | bool:
-    """An audit-order entry ``[human, judge, block_sum, block_count, ...]`` as an arm."""
+    """Return an audit-order entry ``[human, judge, block_sum, block_count, ...]`` as an arm."""
     if entry[0] is None:
         return False
     return [float(entry[0]), float(entry[1]), entry[2] / entry[3] if entry[3] else None]
@@ -136,7 +136,7 @@ class SuiteComparisons:
     # ------------------------------------------------------------------ feeding
     def judged(self, model: str, example_id: str, position: int | None, ts: float,
                now: float, alerts: list[Alert]) -> None:
-        """A judge event of ``model`` (paired designs); ``position``: its audit position or None.
+        """Place a judge event of ``model`` (paired designs); ``position``: audit position or None.
 
         ``ts`` is the event's time, ``now`` the suite's event time (expiry of judge events
         that never came).
@@ -165,7 +165,7 @@ class SuiteComparisons:
 
     def applied(self, model: str, first: int, taken: list[list[Any]], ts: float, now: float,
                 alerts: list[Alert]) -> None:
-        """Rounds of ``model`` just applied in audit order, from position ``first`` on.
+        """Feed the rounds of ``model`` just applied in audit order, from position ``first`` on.
 
         ``taken`` holds :class:`~monitor.state.audit_order.AuditOrder` entries (``human`` None:
         missing for good).
@@ -191,7 +191,7 @@ class SuiteComparisons:
             before = group.member(cand).status
             for entry in taken:
                 value = _arm_value(entry)
-                if value is False:
+                if not isinstance(value, list):  # a label missing for good
                     self._missing[key] += 1
                 elif arm == 0:
                     group.update_candidate(cand, *value)
@@ -261,7 +261,7 @@ class SuiteComparisons:
         }
 
     def view(self) -> dict[str, Any]:
-        """The suite's ``comparisons`` block of STATE.json: ``{name: {...}}``."""
+        """Return the suite's ``comparisons`` block of STATE.json: ``{name: {...}}``."""
         out: dict[str, Any] = {}
         for name, c in self.configs.items():
             out[name] = {"baseline": c.baseline, "design": c.design, "margin": c.margin,

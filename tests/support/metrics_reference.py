@@ -412,7 +412,7 @@ class _ComparisonFamilies:
 
         extra = {"certmon_comparison_state": ["state"], "certmon_comparison_difference": ["bound"],
                  "certmon_comparison_log_e_value": ["side"]}
-        self.fams: dict[str, Metric] = {}
+        self.fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         for name, typ, doc, _ in COMPARISON:
             build = GaugeMetricFamily if typ == "gauge" else CounterMetricFamily
             self.fams[name] = build(name, doc, labels=[*_CMP, *extra.get(name, [])])
