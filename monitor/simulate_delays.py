@@ -72,7 +72,7 @@ def shadow_stream(suite: str, rng: np.random.Generator, *, examples: int, risk_b
                   coupling: float = 0.5, judge_agreement: float = 0.9,
                   audit_rate: float = 0.25, salt: str = "", delay_pass: float = 20.0,
                   delay_fail: float = 20.0, missing_pass: float = 0.0, missing_fail: float = 0.0,
-                  start_ts: float = 1_000_000.0) -> list[tuple[float, bytes]]:
+                  start_ts: float = 1_000_000.0, id_prefix: str = "") -> list[tuple[float, bytes]]:
     """Shadow traffic of two versions, as ``(ts, JSONL line)`` sorted by ``ts``.
 
     Example ``i`` is answered by the baseline and the candidate (judge events at ``start_ts +
@@ -83,7 +83,8 @@ def shadow_stream(suite: str, rng: np.random.Generator, *, examples: int, risk_b
     audited iff ``audit_uniform(salt, suite, PAIRED_AUDIT_TAG, example_id) < audit_rate``
     (the coin of a paired comparison with this ``audit_rate`` and ``audit_salt``); only the
     audited answers get labels, each after an exponential delay of mean ``delay_fail`` /
-    ``delay_pass`` or never (``missing_fail`` / ``missing_pass``), by its own label.
+    ``delay_pass`` or never (``missing_fail`` / ``missing_pass``), by its own label. Ids
+    (``example_id`` ``x<i>``, event ids) start with ``id_prefix`` (to chain streams).
 
     Examples
     --------
@@ -102,16 +103,16 @@ def shadow_stream(suite: str, rng: np.random.Generator, *, examples: int, risk_b
     out: list[tuple[float, int, bytes]] = []
     for i in range(examples):
         t = start_ts + i
-        ex = f"x{i}"
+        ex = f"{id_prefix}x{i}"
         audited = audit_uniform(salt, suite, PAIRED_AUDIT_TAG, ex) < audit_rate
         for a, model in enumerate((baseline, candidate)):
             out.append((t, 0, json.dumps({
-                "type": "judge", "event_id": f"j{a}-{i}", "suite": suite, "model": model,
+                "type": "judge", "event_id": f"{id_prefix}j{a}-{i}", "suite": suite, "model": model,
                 "example_id": ex, "loss": float(judge[a, i]), "ts": t}).encode()))
             if audited and not missing[a, i]:
                 tl = t + float(delay[a, i])
                 out.append((tl, 1, json.dumps({
-                    "type": "label", "event_id": f"l{a}-{i}", "suite": suite, "model": model,
+                    "type": "label", "event_id": f"{id_prefix}l{a}-{i}", "suite": suite, "model": model,
                     "example_id": ex, "loss": float(human[a, i]), "ts": tl}).encode()))
     out.sort(key=lambda e: (e[0], e[1]))
     return [(t, line) for t, _, line in out]

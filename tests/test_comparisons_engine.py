@@ -182,3 +182,19 @@ def test_other_models_keep_their_audit_coin() -> None:
     assert pending(paired, "m-v3") == pending(plain, "m-v3")
     assert "comparisons" not in plain.state_view()["suites"]["shadow"]
     assert "comparisons" not in plain.snapshot()["suites"][0]
+
+
+def test_a_candidate_that_gets_worse_starts_a_new_epoch_and_is_shown_inferior() -> None:
+    """Equal versions (non_inferior), then the candidate fails 4x as often: the change
+    detector ends the stale epoch and the new one shows the candidate inferior."""
+    rng = np.random.default_rng(4)
+    kw = {"risk_baseline": 0.05, "judge_agreement": 0.9, "delay_pass": 5.0, "delay_fail": 80.0}
+    first = shadow_stream("shadow", rng, examples=8000, risk_candidate=0.05, **kw)
+    later = shadow_stream("shadow", rng, examples=8000, risk_candidate=0.2, id_prefix="b",
+                          start_ts=1_000_000.0 + 8000, **kw)
+    eng = Engine(parse_config(CONFIG))
+    kinds = [a["kind"] for a in _run(eng, [line for _, line in first + later])
+             if a["kind"] in ("inferior", "non_inferior")]
+    assert kinds == ["non_inferior", "inferior"]
+    view = _candidate(eng)
+    assert view["epoch"] == 1 and view["status"] == "inferior"

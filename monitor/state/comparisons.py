@@ -16,7 +16,9 @@ the arm was not audited, or its judge event did not come within ``pending_ttl_se
 event time or ``max_pending`` pairs) is *missing*: nothing is fed and it is counted. Unpaired
 design: each arm's applied rounds go, in audit order, to the
 :class:`~monitor.stats.comparison.UnpairedComparison` (a missing label feeds nothing and is
-counted). A verdict that changes emits a ``non_inferior`` or ``inferior`` alert.
+counted). A verdict that changes emits a ``non_inferior`` or ``inferior`` alert; a change
+alarm (the difference rose above the margin) of a candidate not shown ``inferior`` starts a new
+epoch (fresh tests: its earlier evidence is stale), which must earn its verdict again.
 
 Examples
 --------
@@ -187,23 +189,23 @@ class SuiteComparisons:
             if key in self._pairs:
                 self._drain(key, now, ts, alerts)
                 continue
-            group = self.groups[name]
-            before = group.member(cand).status
+            member = self.groups[name].member(cand)
             for entry in taken:
                 value = _arm_value(entry)
                 if not isinstance(value, list):  # a label missing for good
                     self._missing[key] += 1
-                elif arm == 0:
-                    group.update_candidate(cand, *value)
+                    continue
+                before = member.status
+                if arm == 0:
+                    member.update_candidate(*value)
                 else:  # a baseline round: every candidate's queue (counted once per candidate)
-                    group.member(cand).update_baseline(*value)
-            self._verdict(key, before, ts, alerts)
+                    member.update_baseline(*value)
+                self._verdict(key, before, ts, alerts)
 
     def _drain(self, key: tuple[str, str], now: float, ts: float, alerts: list[Alert]) -> None:
         """Feed the pairs that are next in pair order and complete (or skip them as missing)."""
         pairs, by_pos = self._pairs[key], self._by_pos[key]
-        group = self.groups[key[0]]
-        before = group.member(key[1]).status
+        member = self.groups[key[0]].member(key[1])
         fed = self._fed[key]
         while fed in by_pos:
             p = pairs[by_pos[fed]]
@@ -219,12 +221,14 @@ class SuiteComparisons:
                 self._missing[key] += 1
             else:
                 (hc, fc, bc), (hb, fb, bb) = p[2], p[3]
-                group.update(key[1], hc, hb, fc, fb, bc, bb)
+                before = member.status
+                member.update(hc, hb, fc, fb, bc, bb)
+                self._verdict(key, before, ts, alerts)
         self._fed[key] = fed
-        self._verdict(key, before, ts, alerts)
 
     def _verdict(self, key: tuple[str, str], before: str, ts: float,
                  alerts: list[Alert]) -> None:
+        """Alert on a new verdict; a change alarm not yet shown as inferior starts a new epoch."""
         name, cand = key
         m = self.groups[name].member(cand)
         status = m.status
@@ -234,6 +238,8 @@ class SuiteComparisons:
                                self.evidence(key))
             alert.update(comparison=name, baseline=c.baseline, candidate=cand)
             alerts.append(alert)
+        if m.change_alarm and status != "inferior":  # the difference rose above the margin:
+            m.restart()  # the evidence of a non_inferior (or pending) candidate is stale
 
     # ------------------------------------------------------------------ views
     def evidence(self, key: tuple[str, str]) -> dict[str, Any]:
