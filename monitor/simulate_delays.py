@@ -107,12 +107,13 @@ def shadow_stream(suite: str, rng: np.random.Generator, *, examples: int, risk_b
         audited = audit_uniform(salt, suite, PAIRED_AUDIT_TAG, ex) < audit_rate
         for a, model in enumerate((baseline, candidate)):
             out.append((t, 0, json.dumps({
-                "type": "judge", "event_id": f"{id_prefix}j{a}-{i}", "suite": suite, "model": model,
-                "example_id": ex, "loss": float(judge[a, i]), "ts": t}).encode()))
+                "type": "judge", "event_id": f"{id_prefix}j{a}-{i}", "suite": suite,
+                "model": model, "example_id": ex, "loss": float(judge[a, i]), "ts": t}).encode()))
             if audited and not missing[a, i]:
                 tl = t + float(delay[a, i])
                 out.append((tl, 1, json.dumps({
-                    "type": "label", "event_id": f"{id_prefix}l{a}-{i}", "suite": suite, "model": model,
-                    "example_id": ex, "loss": float(human[a, i]), "ts": tl}).encode()))
+                    "type": "label", "event_id": f"{id_prefix}l{a}-{i}", "suite": suite,
+                    "model": model, "example_id": ex, "loss": float(human[a, i]),
+                    "ts": tl}).encode()))
     out.sort(key=lambda e: (e[0], e[1]))
     return [(t, line) for t, _, line in out]
