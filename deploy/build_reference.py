@@ -41,12 +41,12 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 
 def state_metrics() -> str:
     """Return the table of every state family of :mod:`monitor.metrics.families`, in order."""
-    from monitor.metrics.families import COUNTERS, GAUGES, SELECTION
+    from monitor.metrics.families import COMPARISON, COUNTERS, GAUGES, SELECTION
 
     rows = [(f"`{n}`", "gauge", ", ".join(labels), doc) for n, doc, labels in GAUGES]
     rows += [(f"`{n}_total`", "counter", ", ".join(labels), doc) for n, doc, labels in COUNTERS]
     rows += [(f"`{n}_total`" if t == "counter" else f"`{n}`", t, ", ".join(labels), doc)
-             for n, t, doc, labels in SELECTION]
+             for n, t, doc, labels in (*SELECTION, *COMPARISON)]
     return _table(("metric", "type", "labels", "meaning"), rows)
 
 
@@ -118,18 +118,21 @@ _PUSHED_WHEN = {
              "sees the certificate pending or absent",
     "once": "one-shot: ends after `once_lifetime` (1 h)",
     "best": "another model of the suite becomes best",
+    "comparison": "the candidate's verdict changes (inferior replaces non_inferior)",
 }
 
 
 def pushed_alerts() -> str:
     """Return one row per alert kind certmon emits: Alertmanager name, severity, lifetime."""
-    from consumers.alertmanager.records import KINDS, PER_MODEL, RUNBOOK
+    from consumers.alertmanager.records import COMPARISON, KINDS, PER_MODEL, RUNBOOK
     from monitor.alerts import ALERT_KINDS
 
     rows = []
     for kind in ALERT_KINDS:
         name, severity, group = KINDS[kind]
         labels = "suite, model" if kind in PER_MODEL else "suite, model, certificate, method"
+        if kind in COMPARISON:
+            labels = "suite, comparison, baseline, candidate"
         rows.append((f"`{kind}`", f"`{name}`", severity, labels, _PUSHED_WHEN[group],
                      RUNBOOK[kind]))
     return _table(("kind", "alertname", "severity", "labels", "resolved", "runbook"), rows)

@@ -14,6 +14,12 @@ STATE.json shows every method): ``certified`` when the status becomes certified,
 previously certified model becomes violated (same round, both alerts). ``round`` is the
 model's number of rounds at that moment and ``ts`` the event time of the triggering event.
 
+A comparison (``[[suites.comparisons]]``, :mod:`monitor.state.comparisons`) emits
+``non_inferior`` / ``inferior`` when a candidate's verdict changes: ``model`` is the candidate,
+``certificate`` the comparison's name, ``method`` its design and ``round`` its paired rounds;
+the record also carries ``comparison``, ``baseline`` and ``candidate``, and its evidence the
+difference's estimate, the one-sided bound that agrees with the verdict and the labels used.
+
 Examples
 --------
 >>> alert_id("qa", "m1", "risk", "certified", 120) == alert_id("qa", "m1", "risk", "certified", 120)
@@ -40,6 +46,8 @@ ALERT_KINDS: Final = (
     "judge_drift",
     "precision_reached",
     "best_model",
+    "non_inferior",
+    "inferior",
 )
 
 

@@ -455,7 +455,7 @@ class Engine:
             eng.label_requests = int(c["label_requests"])
             eng.rejected = {k: int(c["rejected"].get(k, 0)) for k in REJECTION_REASONS}
             eng.duplicates = {k: int(c["duplicates"][k]) for k in DUPLICATE_REASONS}
-            eng.alerts = {k: int(c["alerts"][k]) for k in ALERT_KINDS}
+            eng.alerts = {k: int(c["alerts"].get(k, 0)) for k in ALERT_KINDS}  # new kinds: 0
             for sd in snapshot["suites"]:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:

@@ -127,7 +127,15 @@ def documents() -> dict[str, dict[str, Any]]:
                                         seed=2, gap=0.2), max_events=100)
     return {"contract": make_state(), "engine": simulated_engine().state_view(),
             "strata": strata_engine().state_view(), "selection": run.engine.state_view(),
-            "odd": odd_state(), "empty": {}}
+            "odd": odd_state(), "empty": {}, "comparisons": comparisons_engine().state_view()}
+
+
+def comparisons_engine() -> Engine:
+    from tests.test_comparisons_engine import CONFIG, _run, _stream
+
+    eng = Engine(parse_config(CONFIG))
+    _run(eng, _stream(0, 0.3, examples=600))
+    return eng
 
 
 DOCUMENTS = documents()

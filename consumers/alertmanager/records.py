@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "COMPARISON",
     "KINDS",
     "PER_MODEL",
     "alert_annotations",
@@ -28,7 +29,8 @@ __all__ = [
 # checks it). Severity routes (deploy/alertmanager/alertmanager.yml): critical -> pager,
 # warning -> team, info -> info. Alerts of the "state" group describe the certificate's current
 # state: at most one is active per (suite, model, certificate, method); "once" alerts are
-# one-shot events; "best" is one per suite.
+# one-shot events; "best" is one per suite; "comparison" alerts are a candidate's verdict
+# against its baseline (one active per suite, comparison and candidate).
 KINDS: dict[str, tuple[str, str, str]] = {
     "certified": ("CertmonCertificateCertified", "info", "state"),
     "violated": ("CertmonCertificateViolated", "critical", "state"),
@@ -38,7 +40,12 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "judge_drift": ("CertmonJudgeDrift", "warning", "once"),
     "precision_reached": ("CertmonPrecisionReached", "info", "once"),
     "best_model": ("CertmonBestModel", "info", "best"),
+    "non_inferior": ("CertmonNonInferior", "info", "comparison"),
+    "inferior": ("CertmonInferior", "warning", "comparison"),
 }
+COMPARISON = frozenset({"non_inferior", "inferior"})
+"""Kinds about a comparison's candidate: labels ``suite``, ``comparison``, ``baseline``,
+``candidate`` (as the ``CertmonComparison*`` rules), not model / certificate / method."""
 PER_MODEL = frozenset({"judge_drift"})
 """Kinds about a model, not one certificate: no ``certificate`` / ``method`` label (as the
 ``CertmonJudgeDrift`` rule, so the push inhibits its rule twin)."""
@@ -53,6 +60,10 @@ RUNBOOK = {
     "judge_drift": "Look for a judge prompt or judge-model change; certificates stay valid.",
     "precision_reached": "The estimate is precise enough: label requests for it can stop.",
     "best_model": "The suite's best model is identified at the configured confidence.",
+    "non_inferior": "The candidate is no worse than the baseline by more than the margin, at the "
+                    "comparison's confidence: the rollout may proceed.",
+    "inferior": "The candidate is worse than the baseline by more than the margin: stop or roll "
+                "back the rollout and look at the examples where the versions disagree.",
 }
 
 
@@ -116,6 +127,8 @@ def alert_labels(
     labels.update(alertname=alertname, severity=severity, origin="certmon")
     names = ("suite", "model") if kind in PER_MODEL else ("suite", "model", "certificate",
                                                            "method")
+    if kind in COMPARISON:
+        names = ("suite", "comparison", "baseline", "candidate")
     for name in names:
         value = record.get(name)
         if value is not None and str(value):
@@ -172,6 +185,8 @@ def describe(kind: str, ev: Mapping[str, Any]) -> str:
     900 rounds watched
     """
     parts = []
+    if kind in COMPARISON:
+        parts.append(_comparison_line(ev))
     upper, lower = ev.get("risk_upper_bound"), ev.get("risk_lower_bound")
     conf = _percent(ev.get("bound_confidence"))
     if upper is not None:
@@ -194,7 +209,30 @@ def describe(kind: str, ev: Mapping[str, Any]) -> str:
         parts.append(f"{ev['rounds_watched']} rounds watched")
     elif ev.get("rounds") is not None:
         parts.append(f"{ev['rounds']} rounds")
-    return "; ".join(parts) or "no evidence attached"
+    if kind in COMPARISON and ev.get("labels") is not None:
+        parts.append(f"{ev['labels']} labels, {ev.get('missing_pairs', 0)} missing")
+    return "; ".join(p for p in parts if p) or "no evidence attached"
+
+
+def _comparison_line(ev: Mapping[str, Any]) -> str:
+    """``risk(candidate) - risk(baseline) <= bound`` (or ``>=``) with its confidence.
+
+    Examples
+    --------
+    >>> print(_comparison_line({"bound": 0.018, "bound_side": "upper", "bound_confidence": 0.95,
+    ...                         "estimate": -0.004, "margin": 0.02}).replace("; ", chr(10)))
+    risk(candidate) - risk(baseline) <= 0.018 (one-sided, 95% confidence
+    margin 0.02, estimate -0.004)
+    """
+    bound, side = ev.get("bound"), ev.get("bound_side")
+    if bound is None or side not in ("upper", "lower"):
+        return ""
+    op = "<=" if side == "upper" else ">="
+    est = ev.get("estimate")
+    tail = "" if est is None else f", estimate {_fmt(est)}"
+    return (f"risk(candidate) - risk(baseline) {op} {_fmt(bound)} (one-sided, "
+            f"{_percent(ev.get('bound_confidence'))} confidence; margin "
+            f"{_fmt(ev.get('margin'))}{tail})")
 
 
 def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None) -> dict[str, str]:
@@ -219,6 +257,9 @@ def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None)
           f"{record.get('method')})"
     if kind in PER_MODEL:
         who = f"{record.get('model')} ({record.get('suite')})"
+    if kind in COMPARISON:
+        who = (f"{record.get('candidate')} vs {record.get('baseline')} "
+               f"({record.get('suite')}, {record.get('comparison')})")
     summary = f"{kind.replace('_', ' ')}: {who} at round {record.get('round')}"
     conf = _percent(ev.get("bound_confidence"))
     if ev.get("risk_upper_bound") is not None:
@@ -227,6 +268,9 @@ def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None)
         summary += f": risk >= {_fmt(ev['risk_lower_bound'])} at {conf} confidence"
     elif ev.get("risk_before") is not None and ev.get("risk_after") is not None:
         summary += f": risk {ev['risk_before']:.3g} -> {ev['risk_after']:.3g}"
+    elif kind in COMPARISON and ev.get("bound") is not None:
+        op = "<=" if ev.get("bound_side") == "upper" else ">="
+        summary += f": difference {op} {_fmt(ev['bound'])} at {conf} confidence"
     out = {
         "summary": summary,
         "description": describe(kind, ev),
@@ -241,7 +285,14 @@ def alert_annotations(record: Mapping[str, Any], grafana_url: str | None = None)
 
 
 def state_key(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """Return the key of a record's certificate-state alert (suite, model, certificate, method)."""
+    """Return the key of a record's certificate-state alert (suite, model, certificate, method).
+
+    A comparison's record (or labels) with a ``comparison``: ``("comparison", suite,
+    comparison, candidate)``, one verdict per candidate.
+    """
+    if record.get("comparison") is not None:
+        return ("comparison", *(str(record.get(n, "")) for n in ("suite", "comparison",
+                                                                  "candidate")))
     return ("state", *(str(record.get(n, "")) for n in ("suite", "model", "certificate", "method")))
 
 
@@ -314,4 +365,29 @@ def state_records(
                         "suite": suite, "model": model, "certificate": cert, "method": method,
                         "round": rnd, "ts": ts, "evidence": evidence,
                     })
+        out += _comparison_records(suite, sv.get("comparisons") or {})
+    return out
+
+
+def _comparison_records(suite: str, comparisons: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``non_inferior`` / ``inferior`` records of a suite's ``comparisons`` STATE block.
+
+    Examples
+    --------
+    >>> view = {"c": {"baseline": "a", "design": "paired", "candidates": {
+    ...     "b": {"status": "inferior", "decided_at_round": 40, "labels": 80},
+    ...     "d": {"status": "pending"}}}}
+    >>> [(r["kind"], r["candidate"], r["round"]) for r in _comparison_records("qa", view)]
+    [('inferior', 'b', 40)]
+    """
+    out: list[dict[str, Any]] = []
+    for name, cv in comparisons.items():
+        for cand, view in (cv.get("candidates") or {}).items():
+            status = view.get("status")
+            if status not in COMPARISON:
+                continue
+            out.append({"kind": status, "suite": suite, "model": cand, "certificate": name,
+                        "method": cv.get("design"), "round": view.get("decided_at_round"),
+                        "ts": None, "evidence": dict(view), "comparison": name,
+                        "baseline": cv.get("baseline"), "candidate": cand})
     return out

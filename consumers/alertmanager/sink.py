@@ -295,8 +295,9 @@ class AlertmanagerSink:
                     self._apply(record)
             now = self._clock()
             for key, entry in list(self._entries.items()):
-                if (key[0] == "state" and entry.ends_at is None and key not in seen
-                        and (methods is None or key[4] in methods)):
+                if entry.ends_at is None and key not in seen and (
+                        (key[0] == "state" and (methods is None or key[4] in methods))
+                        or key[0] == "comparison"):  # a comparison back to pending
                     self._resolve(key, now)
             self._send_due(blocking=False)
 

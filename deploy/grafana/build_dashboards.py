@@ -176,6 +176,7 @@ def fleet() -> dict[str, Any]:
                        [target(f"60 * sum by (suite, model) "
                                f"(rate(certmon_labels_total{{{f}}}[$__rate_interval]))",
                                legend="{{suite}}/{{model}}")], unit="short", minimum=0), 12, 8)
+    comparisons_row(lay)
     operations_row(lay)
     return dashboard("certmon-fleet", "certmon / fleet overview",
                      "Certificate state of every model, and the health of the certmon pipeline.",
@@ -189,6 +190,61 @@ def fleet() -> dict[str, Any]:
                                "Method")],
                      [link("Model drill-down", "/d/certmon-model/certmon-model",
                            include_vars=True)])
+
+
+def comparisons_row(lay: Layout) -> None:
+    """Add the comparisons row (candidate vs baseline, ``[[suites.comparisons]]``) to ``lay``."""
+    lay.row("Comparisons (candidate vs baseline)")
+    f = 'suite=~"$suite"'
+    by = "max by (suite, comparison, baseline, candidate) "
+    code = (f'{by}(certmon_comparison_state{{state="non_inferior", {f}}}) + 2 * '
+            f'{by}(certmon_comparison_state{{state="inferior", {f}}})')
+    targets = [target(code, ref="A", instant=True, fmt="table")]
+    for ref, bound in (("B", "estimate"), ("C", "lower"), ("D", "upper")):
+        targets.append(target(f'{by}(certmon_comparison_difference{{bound="{bound}", {f}}})',
+                              ref=ref, instant=True, fmt="table"))
+    targets += [target(f"{by}(certmon_comparison_margin{{{f}}})", ref="E", instant=True,
+                       fmt="table"),
+                target(f"{by}(certmon_comparison_labels_total{{{f}}})", ref="F", instant=True,
+                       fmt="table")]
+    names = {"Value #A": "Verdict", "Value #B": "Difference estimate",
+             "Value #C": "Difference >= (lower bound)", "Value #D": "Difference <= (upper bound)",
+             "Value #E": "Margin", "Value #F": "Labels"}
+    mappings = [{"type": "value", "options": {
+        "0": {"text": "pending", "color": "text", "index": 0},
+        "1": {"text": "non_inferior", "color": "green", "index": 1},
+        "2": {"text": "inferior", "color": "orange", "index": 2}}}]
+    lay.add({
+        "type": "table", "title": "Every comparison / candidate",
+        "description": "Verdict of each candidate against its baseline (non_inferior: "
+                       "risk(candidate) - risk(baseline) < margin; inferior: > margin, each at "
+                       "the comparison's confidence); the difference's estimate and anytime "
+                       "one-sided bounds (empty until shown); labels used. Empty: no "
+                       "[[suites.comparisons]] configured.",
+        "datasource": DS, "targets": targets,
+        "transformations": [{"id": "merge", "options": {}},
+                            {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                           "renameByName": names}}],
+        "fieldConfig": {"defaults": {"custom": {"align": "auto", "cellOptions": {"type": "auto"},
+                                                "inspect": False}, "decimals": 4},
+                        "overrides": [by_name("Verdict", {
+                            "mappings": mappings,
+                            "custom.cellOptions": {"type": "color-background"}}),
+                            by_name("Labels", {"decimals": 0})]},
+        "options": {"showHeader": True, "sortBy": [{"displayName": "Verdict", "desc": True}]},
+    }, 12, 8)
+    lay.add(timeseries("Difference risk(candidate) - risk(baseline), bounds and margin", [
+        target(f'{by}(certmon_comparison_difference{{bound="estimate", {f}}})',
+               legend="{{comparison}} {{candidate}} estimate", ref="A"),
+        target(f'{by}(certmon_comparison_difference{{bound="lower", {f}}})',
+               legend="{{comparison}} {{candidate}} lower bound", ref="B"),
+        target(f'{by}(certmon_comparison_difference{{bound="upper", {f}}})',
+               legend="{{comparison}} {{candidate}} upper bound", ref="C"),
+        target(f"{by}(certmon_comparison_margin{{{f}}})",
+               legend="margin {{comparison}} {{candidate}}", ref="D")],
+        unit="percentunit", description="Estimate and anytime one-sided bounds of the "
+        "difference; a lower bound above the margin is inferior, an upper bound below it "
+        "non-inferior. Empty: no comparison configured, or no pair yet."), 12, 8)
 
 
 def operations_row(lay: Layout) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["COUNTERS", "DETAILS", "GAUGES", "SELECTION", "STATES", "Detail", "family_order"]
+__all__ = ["COMPARISON", "COMPARISON_STATES", "COUNTERS", "DETAILS", "GAUGES", "SELECTION",
+           "STATES", "Detail", "family_order"]
 
 Detail = Literal["full", "shown"]
 DETAILS: tuple[str, ...] = ("full", "shown")
@@ -26,6 +27,10 @@ _MODEL = ("suite", "model")
 _CERT = ("suite", "model", "certificate")
 _METHOD = ("suite", "model", "certificate", "method")
 _STRATUM = ("suite", "model", "stratum")
+_CMP = ("suite", "comparison", "baseline", "candidate")
+
+COMPARISON_STATES: tuple[str, ...] = ("pending", "non_inferior", "inferior")
+"""Comparison states, in the order their ``certmon_comparison_state`` samples are exposed."""
 
 # (name, documentation, label names) of every state gauge, in exposition order.
 GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -142,6 +147,30 @@ SELECTION: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("certmon_selection_budget_used_ratio", "gauge",
      "Best-model selection: evaluations requested over the budget.", ("suite",)),
 )
+# (name, type, documentation, label names) of the comparison families ([[suites.comparisons]]),
+# in exposition order; comparison, baseline and candidate come from the configuration.
+COMPARISON: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("certmon_comparison_state", "gauge",
+     "Comparison of a candidate with its baseline: 1 for the current verdict (pending, "
+     "non_inferior, inferior), 0 for the others.", (*_CMP, "state")),
+    ("certmon_comparison_difference", "gauge",
+     "risk(candidate) - risk(baseline): the estimate and the anytime one-sided lower / upper "
+     "confidence bounds (each at the comparison's level; absent until shown).", (*_CMP, "bound")),
+    ("certmon_comparison_margin", "gauge",
+     "Non-inferiority margin of the comparison (risk scale).", _CMP),
+    ("certmon_comparison_log_e_value", "gauge",
+     "Log e-value against the comparison's null, per side (non_inferior, inferior).",
+     (*_CMP, "side")),
+    ("certmon_comparison_log_e_threshold", "gauge",
+     "log(1/level) of the candidate's verdicts (delta / number of candidates).", _CMP),
+    ("certmon_comparison_labels", "counter",
+     "Human labels used by the comparison (two per paired round).", _CMP),
+    ("certmon_comparison_missing_pairs", "counter",
+     "Pairs (unpaired: units) skipped because a label or an answer was missing for good.",
+     _CMP),
+)
+
+
 def family_order() -> list[tuple[str, str, str]]:
     """Return ``(name, type, documentation)`` of every state family, in exposition order.
 
@@ -152,4 +181,5 @@ def family_order() -> list[tuple[str, str, str]]:
     """
     return [*((n, "gauge", d) for n, d, _ in GAUGES),
             *((n, "counter", d) for n, d, _ in COUNTERS),
-            *((n, t, d) for n, t, d, _ in SELECTION)]
+            *((n, t, d) for n, t, d, _ in SELECTION),
+            *((n, t, d) for n, t, d, _ in COMPARISON)]

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from prometheus_client.utils import floatToGoString
 
-from monitor.metrics.families import STATES, Detail, family_order
+from monitor.metrics.families import COMPARISON_STATES, STATES, Detail, family_order
 
 __all__ = ["format_rho", "render_state"]
 
@@ -147,6 +147,8 @@ def render_state(view: Mapping[str, Any], detail: Detail = "full") -> dict[str, 
         for model, model_view in sorted(_mapping(sv.get("models")).items()):
             _model(out, f'model="{_esc(model)}",', su, _mapping(model_view), detail, rho_plans)
         _selection(out, su, _mapping(sv.get("selection")))
+        for name, cv in sorted(_mapping(sv.get("comparisons")).items()):
+            _comparison(out, name, su, _mapping(cv))
         refused = _fmt(_mapping(sv.get("refused_models")).get("events"))
         if refused is not None:
             out["certmon_refused_model_events"].append(
@@ -354,3 +356,57 @@ def _selection(out: dict[str, list[str]], su: str, view: Mapping[str, Any]) -> N
     if v is not None:
         out["certmon_selection_budget_used_ratio"].append(
             f"certmon_selection_budget_used_ratio{{{su}}} {v}\n")
+
+
+def _comparison(out: dict[str, list[str]], name: str, su: str, view: Mapping[str, Any]) -> None:
+    r"""Render the series of one comparison (its block of a suite's ``comparisons``).
+
+    Examples
+    --------
+    >>> out = {n: [] for n, _, _ in family_order()}
+    >>> _comparison(out, "c", 'suite="qa"', {"baseline": "a", "candidates": {"b": {
+    ...     "status": "inferior", "estimate": 0.07, "lower_bound": 0.03, "upper_bound": None,
+    ...     "labels": 400}}})
+    >>> print(out["certmon_comparison_difference"][0].replace(",", chr(10)), end="")
+    certmon_comparison_difference{baseline="a"
+    bound="estimate"
+    candidate="b"
+    comparison="c"
+    suite="qa"} 0.07
+    >>> [line.split("state=")[1].rstrip() for line in out["certmon_comparison_state"]]
+    ['"pending",suite="qa"} 0.0', '"non_inferior",suite="qa"} 0.0', '"inferior",suite="qa"} 1.0']
+    """
+    base = f'baseline="{_esc(view.get("baseline", ""))}",'
+    cmp_ = f'comparison="{_esc(name)}",'
+    for cand, cv in sorted(_mapping(view.get("candidates")).items()):
+        c = _mapping(cv)
+        ca = f'candidate="{_esc(cand)}",'
+        key = f"{{{base}{ca}{cmp_}{su}}} "
+        status = c.get("status")
+        for st in COMPARISON_STATES:
+            out["certmon_comparison_state"].append(
+                f'certmon_comparison_state{{{base}{ca}{cmp_}state="{st}",{su}}} '
+                f'{"1.0" if st == status else "0.0"}\n')
+        for label, field in (("estimate", "estimate"), ("lower", "lower_bound"),
+                             ("upper", "upper_bound")):
+            v = _fmt(c.get(field))
+            if v is not None:
+                out["certmon_comparison_difference"].append(
+                    f'certmon_comparison_difference{{{base}bound="{label}",{ca}{cmp_}{su}}} '
+                    f"{v}\n")
+        for side in ("inferior", "non_inferior"):
+            v = _fmt(c.get(f"log_e_{side}"))
+            if v is not None:
+                out["certmon_comparison_log_e_value"].append(
+                    f'certmon_comparison_log_e_value{{{base}{ca}{cmp_}side="{side}",{su}}} '
+                    f"{v}\n")
+        for fam, field in (("certmon_comparison_margin", "margin"),
+                           ("certmon_comparison_log_e_threshold", "log_threshold")):
+            v = _fmt(c.get(field))
+            if v is not None:
+                out[fam].append(f"{fam}{key}{v}\n")
+        for fam, field in (("certmon_comparison_labels", "labels"),
+                           ("certmon_comparison_missing_pairs", "missing_pairs")):
+            v = _fmt(c.get(field))
+            if v is not None:
+                out[fam].append(f"{fam}_total{key}{v}\n")

@@ -6,7 +6,11 @@ The decision for one judge event, made before any label of the unit can be used:
   requests its own labels);
 - otherwise the salted hash decides, ``audit_uniform(salt, suite, model, example_id) <
   audit_rate`` (:mod:`monitor.audit`: reproducible in replays, independent of the losses), and
-  certmon emits a label request for an audited unit (unless ``label_requests = false``);
+  certmon emits a label request for an audited unit (unless ``label_requests = false``); for
+  the models of a *paired* comparison (``[[suites.comparisons]]``, shadow traffic) the hash
+  takes the fixed tag :data:`~monitor.state.comparisons.PAIRED_AUDIT_TAG` in place of the
+  model, so there is one coin per example and both answers of an audited example are audited
+  together (every other model's coin is unchanged);
 - with ``[suites.strata]`` or a certificate ``precision`` goal the model's
   :class:`~monitor.state.strata.StrataState` decides from the same uniform: a *uniform* audit
   (a betting round and a stratified label), a *top-up* audit (a stratified label only) or none.
@@ -23,6 +27,11 @@ Examples
 ('uniform', None)
 >>> 0.0 <= policy.uniform("m", "x") < 1.0
 True
+>>> from monitor.config.comparisons import ComparisonConfig
+>>> paired = AuditPolicy("qa", SuiteConfig(name="qa", models=["a", "b"], certificates=[cert],
+...     comparisons=[ComparisonConfig(name="c", baseline="a", candidate="b")]))
+>>> paired.uniform("a", "x") == paired.uniform("b", "x") != policy.uniform("a", "x")
+True
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from typing import Any
 from monitor.audit import audit_prefix, audit_uniform_fast
 from monitor.config import SuiteConfig
 from monitor.events import Event
+from monitor.state.comparisons import PAIRED_AUDIT_TAG
 from monitor.state.strata import UNIFORM, StrataState
 
 __all__ = ["UNIFORM", "AuditPolicy"]
@@ -53,6 +63,9 @@ class AuditPolicy:
         self._salt = config.audit_salt
         self.requests = config.label_requests  # emit label requests for hash audits
         self._prefix: dict[str, bytes] = {}  # model -> b'salt|suite|model|'
+        # models of paired comparisons share one coin per example (module docstring)
+        self._coin = {m: PAIRED_AUDIT_TAG for c in config.comparisons if c.design == "paired"
+                      for m in (c.baseline, *c.candidate_list)}
 
     @property
     def rate(self) -> float:
@@ -60,10 +73,15 @@ class AuditPolicy:
         return min(1.0, self._rate)
 
     def uniform(self, model: str, example_id: str) -> float:
-        """Return the unit's :func:`monitor.audit.audit_uniform` (prefix cached per model)."""
+        """Return the unit's :func:`monitor.audit.audit_uniform` (prefix cached per model).
+
+        For a model of a paired comparison it is ``audit_uniform(salt, suite,
+        PAIRED_AUDIT_TAG, example_id)``.
+        """
         prefix = self._prefix.get(model)
         if prefix is None:
-            prefix = self._prefix[model] = audit_prefix(self._salt, self._suite, model)
+            prefix = self._prefix[model] = audit_prefix(self._salt, self._suite,
+                                                        self._coin.get(model, model))
         return audit_uniform_fast(prefix, example_id)
 
     def decide(self, ev: Event, strata: StrataState | None) -> tuple[str | None, list[Any] | None]:

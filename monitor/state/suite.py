@@ -48,6 +48,7 @@ from monitor.alerts import Alert, label_request, make_alert
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.audit_policy import UNIFORM, AuditPolicy
+from monitor.state.comparisons import SuiteComparisons
 from monitor.state.join import JoinWindow, PendingUnit
 from monitor.state.model import ModelState
 from monitor.state.prototypes import ModelFactory, threshold_delta
@@ -75,6 +76,7 @@ class SuiteState:
         self.audit = AuditPolicy(name, config)
         self.factory = ModelFactory(config)
         self.book = StatusBook(name, config, self.models)
+        self.comparisons = SuiteComparisons(name, config)  # [[suites.comparisons]]
         self._certs = list(config.certificates)
         self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
         # Listed model names (not globs) exist from the start: they are family members (and
@@ -174,6 +176,9 @@ class SuiteState:
         if sample is None:
             if first is not None:
                 model.counts["unsolicited_labels"] += 1
+            if ev.model in self.comparisons.paired_models:  # an unaudited answer: no pair
+                self.comparisons.judged(ev.model, ev.example_id, None, ev.ts,
+                                        self.join.watermark, alerts)
             return
         # a uniform audit is a betting round: its contemporaneous block closes now and travels
         # with the unit (DESIGN.md, statistical contract 4)
@@ -183,6 +188,10 @@ class SuiteState:
             # from the rounds applied so far), its bound while it waits
             unit.rhos = model.reliances() or None
             unit.position = model.order.assign(model.groups, ev.loss, (bsum, bcount), unit.rhos)
+        if ev.model in self.comparisons.paired_models:  # an example's place in pair order
+            self.comparisons.judged(ev.model, ev.example_id,
+                                    unit.position if unit.position >= 0 else None, ev.ts,
+                                    self.join.watermark, alerts)
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return
@@ -246,6 +255,7 @@ class SuiteState:
     def _release(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
         """Apply the rounds that are next in audit order; claim beyond them."""
         order = model.order
+        first = order.applied
         taken = order.take_ready()
         if taken:
             order.settle(model.groups, taken)
@@ -255,6 +265,9 @@ class SuiteState:
                 else:
                     model.round(human, judge, (bsum, bcount), rhos, learned=True)
                     self.book.after_round(model, ts, alerts)
+            if model.name in self.comparisons.models:  # the same rounds, in audit order
+                self.comparisons.applied(model.name, first, taken, ts, self.join.watermark,
+                                         alerts)
         self._claim(model, ts, alerts)
 
     def _claim(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
@@ -313,6 +326,8 @@ class SuiteState:
             "family_size": self.family_size,
             "models": models,
         }
+        if self.comparisons:
+            view["comparisons"] = self.comparisons.view()
         if self.refused_count:
             view["refused_models"] = {"events": self.refused_count, "names": list(self.refused)}
         return view
@@ -321,13 +336,16 @@ class SuiteState:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable snapshot (ordered structures as lists)."""
         w = self.join.watermark
-        return {
+        d = {
             "name": self.name,
             "watermark": None if w == -math.inf else w,
             "models": [m.to_dict() for m in self.models.values()],
             **self.join.to_dict(),
             "refused": [self.refused_count, list(self.refused)],
         }
+        if self.comparisons:  # absent without comparisons (older snapshots stay the same)
+            d["comparisons"] = self.comparisons.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, config: SuiteConfig, d: dict[str, Any]) -> SuiteState:
@@ -352,6 +370,10 @@ class SuiteState:
             if not m.order.adopt(m.groups, units):
                 raise RefusedState(f"suite {s.name!r} model {m.name!r}: the saved bounds of its "
                                    "waiting audited units differ from their units")
+        if config.comparisons:
+            if "comparisons" not in d:
+                raise RefusedState(f"suite {s.name!r}: the checkpoint has no comparison state")
+            s.comparisons = SuiteComparisons.from_dict(s.name, config, d["comparisons"])
         count, names = d.get("refused", [0, []])  # absent in older snapshots
         s.refused_count, s.refused = int(count), [str(n) for n in names]
         return s

@@ -350,3 +350,49 @@ def test_background_thread_resends_active_alerts() -> None:
     posts = len(am.posts)
     time.sleep(0.1)
     assert len(am.posts) == posts  # the thread stopped with close()
+
+
+def comparison_record(kind: str, comparison: str = "v2-vs-v1", candidate: str = "m2",
+                      round_: int = 300) -> dict[str, Any]:
+    return {
+        "id": f"id-{kind}-{comparison}-{candidate}", "kind": kind, "suite": "qa",
+        "model": candidate, "certificate": comparison, "method": "paired", "round": round_,
+        "ts": 1_763_699_990.0, "comparison": comparison, "baseline": "m1",
+        "candidate": candidate,
+        "evidence": {"status": kind, "estimate": 0.07, "labels": 2 * round_,
+                     "bound": 0.03 if kind == "inferior" else 0.01, "margin": 0.02,
+                     "bound_side": "lower" if kind == "inferior" else "upper",
+                     "bound_confidence": 0.95, "missing_pairs": 3},
+    }
+
+
+def test_comparison_alerts_one_per_candidate_inferior_replaces_non_inferior() -> None:
+    am, clock = FakeAM(), FakeClock()
+    sink = make_sink(am, clock)
+    sink.emit(comparison_record("non_inferior"))
+    sink.emit(comparison_record("non_inferior", comparison="v3-vs-v1", candidate="m3"))
+    active = {(a["alertname"], a["comparison"], a["candidate"]) for a in sink.active_alerts()}
+    assert active == {("CertmonNonInferior", "v2-vs-v1", "m2"),
+                      ("CertmonNonInferior", "v3-vs-v1", "m3")}
+    pushed = next(a for _, post in am.posts for a in post if a["labels"]["candidate"] == "m2")
+    labels = pushed["labels"]
+    assert set(labels) == {"alertname", "severity", "origin", "suite", "comparison", "baseline",
+                           "candidate"} and labels["severity"] == "info"
+    ann = pushed["annotations"]
+    assert ann["summary"] == ("non inferior: m2 vs m1 (qa, v2-vs-v1) at round 300: "
+                              "difference <= 0.01 at 95% confidence")
+    assert "risk(candidate) - risk(baseline) <= 0.01" in ann["description"]
+    assert "600 labels, 3 missing" in ann["description"]
+    clock.now += 10
+    sink.emit(comparison_record("inferior", round_=500))
+    active = {(a["alertname"], a["candidate"]) for a in sink.active_alerts()}
+    assert active == {("CertmonInferior", "m2"), ("CertmonNonInferior", "m3")}
+    # the state no longer shows m3's verdict (a new epoch): its alert resolves
+    state = {"suites": {"qa": {"comparisons": {
+        "v2-vs-v1": {"baseline": "m1", "design": "paired", "candidates": {
+            "m2": {"status": "inferior", "decided_at_round": 500}}},
+        "v3-vs-v1": {"baseline": "m1", "design": "paired", "candidates": {
+            "m3": {"status": "pending"}}}}}}}
+    sink.reconcile(state)
+    assert [(a["alertname"], a["candidate"]) for a in sink.active_alerts()] == [
+        ("CertmonInferior", "m2")]

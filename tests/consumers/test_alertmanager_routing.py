@@ -48,7 +48,7 @@ def test_every_kind_has_a_severity_and_regressions_reach_the_team() -> None:
     assert set(KINDS) == set(ALERT_KINDS)
     for kind in ALERT_KINDS:
         _, severity, group = KINDS[kind]
-        assert severity in RECEIVER and group in ("state", "once", "best"), kind
+        assert severity in RECEIVER and group in ("state", "once", "best", "comparison"), kind
         assert alert_labels({"kind": kind, "suite": "s", "model": "m"})["severity"] == severity
     assert KINDS["regression"][1] in ("warning", "critical")
     assert KINDS["certificate_lost"][1] == "critical"
@@ -69,6 +69,17 @@ def test_pushed_and_rule_twins_share_name_severity_and_labels() -> None:
                                "method": "k"})
         by = rule["expr"].split("by (", 1)[1].split(")", 1)[0]
         assert ("certificate" in pushed) == ("certificate" in by), name
+    for kind in ("non_inferior", "inferior"):  # comparisons: the same four labels on both
+        name, severity, _ = KINDS[kind]
+        rule = rules[name]
+        assert rule["labels"] == {"severity": severity, "origin": "rules"}, name
+        pushed = alert_labels({"kind": kind, "suite": "s", "model": "b", "certificate": "c",
+                               "method": "paired", "comparison": "c", "baseline": "a",
+                               "candidate": "b"})
+        by = rule["expr"].split("by (", 1)[1].split(")", 1)[0]
+        assert {n.strip() for n in by.split(",")} == set(pushed) - {
+            "alertname", "severity", "origin"}, name
+    assert KINDS["inferior"][1] == "warning" and KINDS["non_inferior"][1] == "info"
     for name, rule in rules.items():
         assert rule["labels"]["origin"] == "rules", name  # as alertmanager.yml says
 

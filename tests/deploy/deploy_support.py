@@ -54,6 +54,20 @@ methods = ["r_eval", "r_autoeval", "r_autoeval_plus"]
 primary = "r_autoeval_plus"
 betting = "wsr"
 rhos = 10
+
+# a live split (unpaired: the models keep their own audit coins): bad is inferior to good,
+# good non-inferior to bad, so both one-sided bounds of the comparison row have data
+[[suites.comparisons]]
+name = "bad-vs-good"
+baseline = "good"
+candidate = "bad"
+design = "unpaired"
+
+[[suites.comparisons]]
+name = "good-vs-bad"
+baseline = "bad"
+candidate = "good"
+design = "unpaired"
 """
 BAD_LINES = [b"{not json", b'{"type": "judge"}', b"\xff\xfe"]
 DETAIL = parse_config(CONFIG).metrics.detail  # the default: what the deploy files get

@@ -75,7 +75,16 @@ def certmon_alerts(am: str) -> list[dict[str, Any]]:
     """The alerts certmon pushed that Alertmanager holds as active."""
     with urllib.request.urlopen(am + "/api/v2/alerts", timeout=5) as resp:
         alerts: list[dict[str, Any]] = json.loads(resp.read())
-    return [a for a in alerts if a["labels"].get("origin") == "certmon"]
+    return [a for a in alerts if a["labels"].get("origin") == "certmon"
+            and "comparison" not in a["labels"]]  # certificates only (see comparison_alerts)
+
+
+def comparison_alerts(am: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The comparison alerts certmon pushed, by (alertname, candidate)."""
+    with urllib.request.urlopen(am + "/api/v2/alerts", timeout=5) as resp:
+        alerts: list[dict[str, Any]] = json.loads(resp.read())
+    return {(a["labels"]["alertname"], a["labels"]["candidate"]): a for a in alerts
+            if a["labels"].get("origin") == "certmon" and "comparison" in a["labels"]}
 
 
 def by_key(alerts: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -179,6 +188,8 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
 
     # C. restart with no new input: the restored state's alerts are pushed again at start-up
     before = by_key(certmon_alerts(am))
+    compared = comparison_alerts(am)
+    assert sorted(compared) == [("CertmonInferior", "bad"), ("CertmonNonInferior", "good")]
     time.sleep(1.1)  # Alertmanager's times have sub-second precision; make "later" visible
     restart_c = time.time()
     port = free_port()
@@ -197,6 +208,12 @@ def test_violation_survives_kill9_and_is_repushed_not_duplicated(
             assert alert["fingerprint"] == old["fingerprint"]
             assert alert["startsAt"] == old["startsAt"]
             assert parse_time(alert["endsAt"]) >= restart_c + LIFETIME - 60
+        # the comparisons' verdicts too (from the restored state), merged into the same alerts
+        wait_until(lambda: all(parse_time(a["updatedAt"]) >= restart_c
+                               for a in comparison_alerts(am).values()), "comparisons re-pushed")
+        for key, alert in comparison_alerts(am).items():
+            assert alert["fingerprint"] == compared[key]["fingerprint"]
+            assert alert["startsAt"] == compared[key]["startsAt"]
         assert checkpoint_line(tmp_path) == len(events)
         # restarted with no input: up, nothing awaits a checkpoint, so neither
         # CertmonCheckpointMissing nor CertmonCheckpointStale can fire for it

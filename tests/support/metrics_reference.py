@@ -211,7 +211,7 @@ class StateCollector(Collector):
         Iterable[Metric]
             One family per metric name this collector can expose.
         """
-        return [*_Families().all(), *_SelectionFamilies().all()]
+        return [*_Families().all(), *_SelectionFamilies().all(), *_ComparisonFamilies().all()]
 
     def collect(self) -> Iterable[Metric]:
         """Read the state once and convert it into metric families.
@@ -223,15 +223,17 @@ class StateCollector(Collector):
         """
         families = _Families()
         selection = _SelectionFamilies()
+        comparisons = _ComparisonFamilies()
         view = self._read()
         for suite, suite_view in sorted(_mapping(view.get("suites")).items()):
             for model, model_view in sorted(_mapping(_mapping(suite_view).get("models")).items()):
                 _add_model(families, str(suite), str(model), _mapping(model_view))
             selection.add(str(suite), _mapping(_mapping(suite_view).get("selection")))
+            comparisons.add(str(suite), _mapping(_mapping(suite_view).get("comparisons")))
             refused = _num(_mapping(_mapping(suite_view).get("refused_models")).get("events"))
             if refused is not None:
                 families.refused.add_metric([str(suite)], refused)
-        return [*families.all(), *selection.all()]
+        return [*families.all(), *selection.all(), *comparisons.all()]
 
     def _read(self) -> Mapping[str, Any]:
         # A view built while the engine thread mutates its dicts can raise RuntimeError
@@ -413,3 +415,49 @@ def _add_strata(families: _Families, key: list[str], view: Mapping[str, Any]) ->
         labels = _num(sm.get("labels"))
         if labels is not None:
             families.stratum_labels.add_metric(skey, labels)
+
+
+# ---------------------------------------------------------------------- comparisons
+_CMP = ("suite", "comparison", "baseline", "candidate")
+
+
+class _ComparisonFamilies:
+    """Families of a suite's ``comparisons`` block (one series set per candidate)."""
+
+    def __init__(self) -> None:
+        from monitor.metrics.families import COMPARISON
+
+        extra = {"certmon_comparison_state": ["state"], "certmon_comparison_difference": ["bound"],
+                 "certmon_comparison_log_e_value": ["side"]}
+        self.fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+        for name, typ, doc, _ in COMPARISON:
+            build = GaugeMetricFamily if typ == "gauge" else CounterMetricFamily
+            self.fams[name] = build(name, doc, labels=[*_CMP, *extra.get(name, [])])
+
+    def _add(self, name: str, key: list[str], value: Any) -> None:
+        number = _num(value)
+        if number is not None:
+            self.fams[name].add_metric(key, number)
+
+    def add(self, suite: str, view: Mapping[str, Any]) -> None:
+        for name, cv in sorted(view.items()):
+            c = _mapping(cv)
+            for cand, v in sorted(_mapping(c.get("candidates")).items()):
+                m = _mapping(v)
+                key = [suite, str(name), str(c.get("baseline", "")), str(cand)]
+                for st in ("pending", "non_inferior", "inferior"):
+                    self._add("certmon_comparison_state", [*key, st],
+                              float(m.get("status") == st))
+                for bound, field in (("estimate", "estimate"), ("lower", "lower_bound"),
+                                     ("upper", "upper_bound")):
+                    self._add("certmon_comparison_difference", [*key, bound], m.get(field))
+                self._add("certmon_comparison_margin", key, m.get("margin"))
+                for side in ("inferior", "non_inferior"):
+                    self._add("certmon_comparison_log_e_value", [*key, side],
+                              m.get(f"log_e_{side}"))
+                self._add("certmon_comparison_log_e_threshold", key, m.get("log_threshold"))
+                self._add("certmon_comparison_labels", key, m.get("labels"))
+                self._add("certmon_comparison_missing_pairs", key, m.get("missing_pairs"))
+
+    def all(self) -> Iterator[Metric]:
+        yield from self.fams.values()
