@@ -17,8 +17,11 @@ labelling outage, for the memory mode).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -124,12 +127,21 @@ def write_stream(shape: Shape, path: Path) -> int:
 
 
 def cached(shape: Shape, out: Path) -> Path:
-    """Return the cached file of ``shape`` under ``out``, writing it first if missing."""
+    """Return the cached file of ``shape`` under ``out``, writing it first if missing.
+
+    The file is written by a child process: a child's peak RSS (``ru_maxrss``) counts the
+    pages it shares with its parent between fork and exec, so a parent that has just built a
+    large stream would inflate the peak RSS measured for the next replay.
+    """
     path = out / shape.key()
     if not path.exists():
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        n = write_stream(shape, path)
-        print(f"generated {path.name}: {n:,} events in {time.perf_counter() - t0:.1f}s",
-              flush=True)
+        subprocess.run([sys.executable, __file__, json.dumps(asdict(shape)), str(path)],
+                       check=True)
+        print(f"generated {path.name} in {time.perf_counter() - t0:.1f}s", flush=True)
     return path
+
+
+if __name__ == "__main__":
+    write_stream(Shape(**json.loads(sys.argv[1])), Path(sys.argv[2]))
