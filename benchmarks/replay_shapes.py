@@ -80,15 +80,17 @@ def replay_cmd(config: str, path: Path, sets: list[str]) -> list[str]:
             "--dead-letters-out", str(OUT / f"{path.stem}.dead.jsonl"), "--quiet"]
 
 
-def state_summary(path: Path) -> tuple[int, float]:
-    """(pending audited units, share of models whose primary certificate has settled)."""
+def state_summary(path: Path) -> tuple[int, float, int]:
+    """(pending audited units, share of models whose primary certificate has settled,
+    expired pending units)."""
     state = json.loads((OUT / f"{path.stem}.STATE.json").read_text())
     models = [m for s in state["suites"].values() for m in s["models"].values()]
     pending = sum(int(m.get("pending_units", 0)) for m in models)
     settled = sum(any(meth["primary"] and meth["status"] != "pending"
                       for c in m["certificates"].values() for meth in c["methods"].values())
                   for m in models)
-    return pending, settled / max(1, len(models))
+    expired = sum(int(m["counts"]["expired_pending"]) for m in models)
+    return pending, settled / max(1, len(models)), expired
 
 
 def count(path: Path) -> int:
@@ -105,7 +107,7 @@ def measure(config: str, path: Path, sets: list[str], repeat: int) -> dict[str, 
         t_r, rss_r, c_r = run(replay_cmd(config, path, sets))
         t_base, t_rep, rss = min(t_base, t_b), min(t_rep, t_r), min(rss, rss_r)
         c_base, c_rep = min(c_base, c_b), min(c_rep, c_r)
-    _, settled = state_summary(path)
+    _, settled, _ = state_summary(path)
     return {"events": n, "rate": n / t_rep, "base": n / t_base, "ratio": t_base / t_rep,
             "cpu_ratio": c_base / c_rep, "cpu_rate": n / c_rep, "rss_mb": rss,
             "load": os.getloadavg()[0], "settled": settled}
@@ -184,13 +186,14 @@ def fleet(args: argparse.Namespace) -> dict[str, float]:
 
 def memory(args: argparse.Namespace) -> dict[str, float]:
     n = max(100, round(1_000_000 * args.scale))
-    outage = Shape("outage", n, suites=200, audited_only=True, seed=2)
+    # 0.5 s apart: 1,000,000 events span 5.8 days, within the 7-day pending TTL (all kept)
+    outage = Shape("outage", n, suites=200, audited_only=True, seconds_per_event=0.5, seed=2)
     path = cached(outage, OUT)
     _, rss_out, _ = run(replay_cmd(args.config, path, []))
-    pending, _ = state_summary(path)
+    pending, _, expired = state_summary(path)
     print(f"\nmemory: {n:,} judge events flagged for audit over 200 suites, no label: peak RSS "
           f"{rss_out:,.0f} MB (target 400 MB: {'met' if rss_out <= 400 else 'NOT met'}); "
-          f"pending in STATE.json: {pending:,}", flush=True)
+          f"pending in STATE.json: {pending:,}, expired_pending: {expired:,}", flush=True)
     res: dict[str, float] = {"outage_events": n, "outage_rss_mb": rss_out}
     sizes = [max(10, round(10_000 * args.scale)), max(30, round(30_000 * args.scale))]
     for m in sizes:  # 10 judge events and 1 label per model (one round each)

@@ -9,7 +9,7 @@ agrees with the human with probability ``judge_accuracy`` (binary) or adds Gauss
 after an exponential delay (in units of traffic) of mean ``delay_pass`` / ``delay_fail``
 depending on the label, or never (probability ``missing_fail`` for a failure), like
 :func:`monitor.simulate_delays.delayed_stream`. Events are sorted by position and stamped one
-second apart: every ``ts`` is distinct, as in production traffic.
+second apart (``seconds_per_event``): every ``ts`` is distinct, as in production traffic.
 
 ``audited_only`` writes judge events that are all flagged for audit and no labels (a
 labelling outage, for the memory mode).
@@ -47,6 +47,7 @@ class Shape:
     delay_fail: float = 30.0
     missing_fail: float = 0.0
     audited_only: bool = False
+    seconds_per_event: float = 1.0
     seed: int = 0
 
     @property
@@ -58,6 +59,8 @@ class Shape:
         p = [self.events, self.suites, self.models, self.risk, self.judge_accuracy,
              self.unaudited_per_label, self.audit, self.losses, self.delay_pass,
              self.delay_fail, self.missing_fail, int(self.audited_only), self.seed]
+        if self.seconds_per_event != 1.0:
+            p.append(f"dt{self.seconds_per_event}")
         return "shape_" + "_".join(str(x) for x in p) + ".jsonl"
 
 
@@ -107,7 +110,9 @@ def write_stream(shape: Shape, path: Path) -> int:
     unit = np.concatenate([idx, lab])
     order = np.lexsort((kind, pos))
     unit, kind = unit[order], kind[order]
-    ts = (START_TS + np.arange(len(order))).tolist()
+    ts = (START_TS + np.arange(len(order)) * shape.seconds_per_event).tolist()
+    if shape.seconds_per_event == 1.0:
+        ts = [int(t) for t in ts]
     loss = np.where(kind == 1, human[unit], judge[unit])
     flag = {True: ',"audit":true}\n', False: ',"audit":false}\n'}
     lines = []
