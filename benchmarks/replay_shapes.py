@@ -3,8 +3,11 @@
 Every figure is one child process timed end to end (interpreter start, reading, validating,
 rounds, settling, STATE.json writing), its peak RSS read from ``os.wait4``. The baseline, in
 the same run and also a child process, reads the same file line by line and ``json.loads``
-every line. Shapes (:mod:`stream_shapes`): ``current`` is the stream of
-``benchmarks/replay_throughput.py`` (``monitor.simulate``, models far from alpha, hash audits);
+every line. Each row gives both the wall-clock ratio and the CPU-time ratio (CPU seconds of
+the baseline over the replay's, from the same ``os.wait4``: less sensitive to a loaded machine),
+and the share of models whose primary certificate settled. Shapes (:mod:`stream_shapes`):
+``current`` is the stream of ``benchmarks/replay_throughput.py`` (``monitor.simulate``,
+models far from alpha, hash audits);
 ``heldout`` the issue's held-out shape (20 suites interleaved, distinct timestamps, audits
 flagged upstream, models near alpha, 10 unaudited judge events per label); then one change
 each: ``hash`` audits, ``suites1`` / ``suites1000``, ``beta`` losses, ``delays``

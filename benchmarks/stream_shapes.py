@@ -56,7 +56,7 @@ class Shape:
 
     def key(self) -> str:
         """File name that changes with every parameter (the cache key)."""
-        p = [self.events, self.suites, self.models, self.risk, self.judge_accuracy,
+        p: list[object] = [self.events, self.suites, self.models, self.risk, self.judge_accuracy,
              self.unaudited_per_label, self.audit, self.losses, self.delay_pass,
              self.delay_fail, self.missing_fail, int(self.audited_only), self.seed]
         if self.seconds_per_event != 1.0:

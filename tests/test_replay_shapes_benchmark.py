@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def _shapes_module() -> ModuleType:
     return mod
 
 
-def _events(shape: object, tmp_path: Path) -> list[dict[str, object]]:
+def _events(shape: Any, tmp_path: Path) -> list[dict[str, Any]]:
     mod = _shapes_module()
     path = tmp_path / "s.jsonl"
     n = mod.write_stream(shape, path)
