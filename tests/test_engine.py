@@ -231,7 +231,8 @@ def test_expiry_by_event_time() -> None:
     assert mv["counts"]["expired_pending"] == 0
     eng.process(ev("judge", "j3", "x3", ts=99, audit=False))  # late event: no expiry
     assert model_view(eng)["counts"]["expired_pending"] == 0
-    eng.process(ev("judge", "j4", "x4", ts=110.01, audit=False))
+    # past the TTL and the batching grace (1/64 of the shortest TTL, 5 s: 0.078 s)
+    eng.process(ev("judge", "j4", "x4", ts=110.1, audit=False))
     mv = model_view(eng)
     assert mv["counts"]["expired_pending"] == 1 and mv["pending_units"] == 0
     eng.process(ev("label", "l0", "x0", ts=111))
