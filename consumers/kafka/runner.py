@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from consumers.alertmanager.wiring import take_over
 from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
 from consumers.kafka.fetcher import FetchProcess, group_busy
+from consumers.kafka.held import HeldPartitions
 from consumers.kafka.lifecycle import (
     RebalanceStalled,
     ShutdownBudget,
@@ -110,6 +111,7 @@ class KafkaRunner:
         self._discard_on_revoke = False
         self._took_over = False
         self._fence = SuiteFence(self.metrics, ops, self.kafka.dead_letter_max_raw_bytes)
+        self.held = HeldPartitions(self.metrics)  # partitions whose checkpoint was refused
         self._joined = False  # a group assignment was received (the brokers were reached)
         self._revoked_at: float | None = None  # a revocation not yet followed by an assignment
         self._budget = ShutdownBudget()
@@ -187,7 +189,6 @@ class KafkaRunner:
 
     def _on_assigned(self, assigned: Any) -> None:
         consumer = self._require_consumer()
-        store = self._require_store()
         self._joined = True
         self._revoked_at = None
         by_partition: dict[int, list[TopicPartition]] = {}
@@ -195,20 +196,47 @@ class KafkaRunner:
             by_partition.setdefault(tp.partition, []).append(tp)
         with self._lock:
             for p, tps in sorted(by_partition.items()):
-                worker = self._workers.get(p)
-                if worker is None:
-                    worker = self._workers[p] = PartitionWorker.open(
-                        self.config, p, store, partition_key(self.events_topic, p),
-                        self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
-                worker.seek(consumer, tps)
+                self._restore_partition(consumer, p, tps)
             self.metrics.assigned(len(self._workers))
             self._sync_fetcher(consumer)
-        log.info("partitions assigned", extra={"partitions": sorted(by_partition)})
+        log.info("partitions assigned", extra={"partitions": sorted(by_partition),
+                                               "held": sorted(self.held.reasons())})
         if not self._took_over and self._workers and "alerts" in self._sinks:
             # First non-empty assignment: start pushing and take over the alerts a previous
             # process had active (later rebalances do not; see consumers.alertmanager.wiring).
             self._took_over = True
             take_over(self._sinks["alerts"], self.state_view())
+
+    def _restore_partition(self, consumer: Any, p: int, tps: list[TopicPartition]) -> bool:
+        """Restore partition ``p`` and seek ``tps``; hold it (paused) if that raises."""
+        worker = self._workers.get(p)
+        if worker is None:
+            try:
+                worker = PartitionWorker.open(
+                    self.config, p, self._require_store(), partition_key(self.events_topic, p),
+                    self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
+            except Exception as exc:  # this partition only (see consumers.kafka.held)
+                self.held.hold(p, tps, exc)
+                consumer.pause(*tps)
+                return False
+            self._workers[p] = worker
+        if self.held.release(p):
+            log.info("held partition restored", extra={"partition": p})
+            if self._fetcher is None:
+                consumer.resume(*tps)
+        worker.seek(consumer, tps)
+        return True
+
+    def _retry_held(self, consumer: KafkaConsumer) -> None:
+        """Try again to restore the held partitions whose retry is due."""
+        due = self.held.due()
+        if not due:
+            return
+        with self._lock:
+            restored = [p for p, tps in due if self._restore_partition(consumer, p, tps)]
+            if restored:
+                self.metrics.assigned(len(self._workers))
+                self._sync_fetcher(consumer)
 
     def _on_revoked(self, revoked: Any) -> None:
         self._revoked_at = time.monotonic()
@@ -229,6 +257,7 @@ class KafkaRunner:
         with self._lock:
             for tp in tps:
                 self._workers.pop(tp.partition, None)
+                self.held.release(tp.partition)
                 self._fence.forget(tp.partition)
                 self.metrics.forget(tp.topic, tp.partition)
             self.metrics.assigned(len(self._workers))
@@ -392,6 +421,7 @@ class KafkaRunner:
                     if not connected_once:
                         check_startup(self.kafka, started, "no partition assignment from the group")
                     self._check_rebalance()
+                    self._retry_held(consumer)
                     self._update_lag(consumer)
                     self._maybe_checkpoint(consumer)
                 self.begin_shutdown()
