@@ -27,14 +27,14 @@ __all__ = ["HeldPartitions", "held_reason"]
 
 
 def held_reason(exc: BaseException) -> str:
-    """One line naming why a partition's checkpoint could not be restored.
+    r"""Return one line naming why a partition's checkpoint could not be restored.
 
     Examples
     --------
     >>> from monitor.errors import CheckpointError
     >>> held_reason(CheckpointError("checkpoint refused: alpha differs"))
     'CheckpointError: checkpoint refused: alpha differs'
-    >>> held_reason(ValueError("two\\nlines"))
+    >>> held_reason(ValueError("two\nlines"))
     'ValueError: two lines'
     """
     text = " ".join(str(exc).split())
@@ -102,10 +102,6 @@ class HeldPartitions:
             return False
         self._metrics.held(partition, False)
         return True
-
-    def tps(self) -> list[Any]:
-        """The topic-partitions of every held partition (kept paused)."""
-        return [tp for h in self._held.values() for tp in h.tps]
 
     def reasons(self) -> dict[int, str]:
         """Each held partition's reason."""

@@ -123,6 +123,16 @@ class KafkaConfig(BaseModel):
     bootstrap_timeout_ms: int = Field(default=30_000, ge=500)
     delivery_timeout_ms: int = Field(default=120_000, ge=1000)
     retry_backoff_max_seconds: float = Field(default=30.0, gt=0)
+    health_check_seconds: float = Field(
+        default=5.0, gt=0, le=10,
+        description="Seconds between active broker checks (a bounded ListOffsets request on "
+                    "the events topic, also bounded by this many seconds); one failed check "
+                    "sets certmon_up and certmon_kafka_connected to 0 and /readyz to 503 "
+                    "until a check succeeds, so an outage shows within twice this time.")
+    progress_log_seconds: float = Field(
+        default=60.0, ge=0,
+        description="Seconds between progress log lines (records processed, partitions "
+                    "owned and held, lag, broker reachability); 0 turns them off.")
     create_topics: bool = True
     events_partitions: int = Field(default=6, gt=0)
 

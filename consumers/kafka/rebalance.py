@@ -1,0 +1,159 @@
+"""The consumer-group rebalance callbacks of the Kafka runner (a mixin of ``KafkaRunner``).
+
+- **assigned**: each partition is restored from its checkpoint and its topics are sought to
+  the checkpoint's offsets; a partition whose checkpoint cannot be restored is held
+  (:mod:`consumers.kafka.held`) and the others run. The first non-empty assignment takes over
+  the alerts a previous process had active.
+- **revoked**: a final checkpoint of the revoked partitions, then their engines are dropped;
+  **lost** (evicted from the group): dropped without writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from consumers.alertmanager.wiring import take_over
+from consumers.kafka.partitions import PartitionWorker, write_checkpoints
+from consumers.kafka.state import partition_key
+from monitor.errors import CertmonError
+
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    from consumers.kafka.fetcher import FetchProcess
+    from consumers.kafka.held import HeldPartitions
+    from consumers.kafka.metrics import KafkaMetrics
+    from consumers.kafka.ownership import SuiteFence
+    from monitor.checkpoint import CheckpointStore
+    from monitor.config import CertmonConfig
+    from monitor.config.kafka import KafkaConfig
+    from monitor.metrics import OperationalMetrics
+    from monitor.sinks import Sink
+
+log = logging.getLogger("certmon.kafka")
+
+__all__ = ["RebalanceCallbacks"]
+
+
+class RebalanceCallbacks:
+    """What the group member does when partitions are assigned, revoked or lost.
+
+    The attributes are those of :class:`consumers.kafka.runner.KafkaRunner`, which owns them.
+    """
+
+    config: CertmonConfig
+    kafka: KafkaConfig
+    ops: OperationalMetrics | None
+    metrics: KafkaMetrics
+    held: HeldPartitions
+    events_topic: str
+    _store: CheckpointStore | None
+    _sinks: dict[str, Sink]
+    _consumer: KafkaConsumer | None
+    _workers: dict[int, PartitionWorker]
+    _fetcher: FetchProcess | None
+    _lock: threading.RLock
+    _fence: SuiteFence
+    _joined: bool
+    _revoked_at: float | None
+    _took_over: bool
+    _discard_on_revoke: bool
+
+    def state_view(self, shown_only: bool = False) -> dict[str, Any]:
+        """Return the merged state view (implemented by ``KafkaRunner``)."""
+        raise NotImplementedError
+
+    def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
+        if self._fetcher is not None:
+            self._fetcher.follow(consumer, {p: w.offsets for p, w in self._workers.items()})
+
+    def _require_consumer(self) -> Any:
+        if self._consumer is None:
+            raise RuntimeError("the Kafka consumer is used before it was opened")
+        return self._consumer
+
+    def _require_store(self) -> CheckpointStore:
+        if self._store is None:
+            raise RuntimeError("the checkpoint store is used before it was opened")
+        return self._store
+
+    def _on_assigned(self, assigned: Any) -> None:
+        consumer = self._require_consumer()
+        self._joined = True
+        self._revoked_at = None
+        by_partition: dict[int, list[TopicPartition]] = {}
+        for tp in assigned:
+            by_partition.setdefault(tp.partition, []).append(tp)
+        with self._lock:
+            for p, tps in sorted(by_partition.items()):
+                self._restore_partition(consumer, p, tps)
+            self.metrics.assigned(len(self._workers))
+            self._sync_fetcher(consumer)
+        log.info("partitions assigned", extra={"partitions": sorted(by_partition),
+                                               "held": sorted(self.held.reasons())})
+        if not self._took_over and self._workers and "alerts" in self._sinks:
+            # First non-empty assignment: start pushing and take over the alerts a previous
+            # process had active (later rebalances do not; see consumers.alertmanager.wiring).
+            self._took_over = True
+            take_over(self._sinks["alerts"], self.state_view())
+
+    def _restore_partition(self, consumer: Any, p: int, tps: list[TopicPartition]) -> bool:
+        """Restore partition ``p`` and seek ``tps``; hold it (paused) if that raises."""
+        worker = self._workers.get(p)
+        if worker is None:
+            try:
+                worker = PartitionWorker.open(
+                    self.config, p, self._require_store(), partition_key(self.events_topic, p),
+                    self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
+            except Exception as exc:  # this partition only (see consumers.kafka.held)
+                self.held.hold(p, tps, exc)
+                consumer.pause(*tps)
+                return False
+            self._workers[p] = worker
+        if self.held.release(p):
+            log.info("held partition restored", extra={"partition": p})
+            if self._fetcher is None:
+                consumer.resume(*tps)
+        worker.seek(consumer, tps)
+        return True
+
+    def _retry_held(self, consumer: KafkaConsumer) -> None:
+        """Try again to restore the held partitions whose retry is due."""
+        due = self.held.due()
+        if not due:
+            return
+        with self._lock:
+            restored = [p for p, tps in due if self._restore_partition(consumer, p, tps)]
+            if restored:
+                self.metrics.assigned(len(self._workers))
+                self._sync_fetcher(consumer)
+
+    def _on_revoked(self, revoked: Any) -> None:
+        self._revoked_at = time.monotonic()
+        if self._discard_on_revoke:
+            self._drop(revoked)
+            return
+        parts = sorted({tp.partition for tp in revoked})
+        with self._lock:
+            workers = [self._workers[p] for p in parts if p in self._workers]
+            try:
+                write_checkpoints(workers, self._sinks.values(), self.ops)
+            except (CertmonError, OSError) as exc:  # next owner restores the older checkpoint
+                log.warning("final checkpoint failed", extra={"error": repr(exc)})
+        self._drop(revoked)
+        log.info("partitions revoked", extra={"partitions": parts})
+
+    def _drop(self, tps: Any) -> None:
+        with self._lock:
+            for tp in tps:
+                self._workers.pop(tp.partition, None)
+                self.held.release(tp.partition)
+                self._fence.forget(tp.partition)
+                self.metrics.forget(tp.topic, tp.partition)
+            self.metrics.assigned(len(self._workers))
+            if self._consumer is not None:
+                self._sync_fetcher(self._consumer)
