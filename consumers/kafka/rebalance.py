@@ -6,6 +6,11 @@
   the alerts a previous process had active.
 - **revoked**: a final checkpoint of the revoked partitions, then their engines are dropped;
   **lost** (evicted from the group): dropped without writing.
+- **fenced**: the group generation of the last assignment is kept; once the member's
+  generation differs (kafka-python's heartbeat thread resets it when the broker answers that
+  the member is unknown: evicted after a session timeout or a too long poll interval), no
+  checkpoint is written until the next assignment (:meth:`RebalanceCallbacks._fenced`), so an
+  evicted member cannot overwrite the checkpoints of the partitions' new owner.
 """
 
 from __future__ import annotations
@@ -36,7 +41,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["RebalanceCallbacks"]
+__all__ = ["RebalanceCallbacks", "member_generation"]
+
+
+def member_generation(consumer: Any) -> int | None:
+    """Return the consumer's group generation id (-1 once evicted), None if not known.
+
+    kafka-python has no public accessor that works while the group is not stable, so the
+    coordinator's generation is read; any other consumer (a test double) gives None.
+
+    Examples
+    --------
+    >>> member_generation(object()) is None
+    True
+    """
+    generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+    gid = getattr(generation, "generation_id", None)
+    return gid if isinstance(gid, int) else None
 
 
 class RebalanceCallbacks:
@@ -62,10 +83,23 @@ class RebalanceCallbacks:
     _revoked_at: float | None
     _took_over: bool
     _discard_on_revoke: bool
+    _generation: int | None = None  # the group generation of the last assignment
+    _fenced_warned: int | None = None
 
     def state_view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return the merged state view (implemented by ``KafkaRunner``)."""
         raise NotImplementedError
+
+    def _fenced(self, consumer: Any) -> bool:
+        """Whether this member left the generation of its assignment (then: write nothing)."""
+        now = member_generation(consumer)
+        fenced = self._generation is not None and now is not None and now != self._generation
+        if fenced and self._fenced_warned != self._generation:
+            self._fenced_warned = self._generation
+            log.warning("no longer a member of the group generation of the assignment "
+                        "(evicted?): no checkpoint is written until partitions are assigned "
+                        "again", extra={"generation": self._generation, "now": now})
+        return fenced
 
     def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
         if self._fetcher is not None:
@@ -83,6 +117,7 @@ class RebalanceCallbacks:
 
     def _on_assigned(self, assigned: Any) -> None:
         consumer = self._require_consumer()
+        self._generation = member_generation(consumer)
         self._joined = True
         self._revoked_at = None
         by_partition: dict[int, list[TopicPartition]] = {}

@@ -256,6 +256,9 @@ class KafkaRunner(RebalanceCallbacks):
 
         now = time.monotonic()
         k = self.kafka
+        if self._fenced(consumer):  # evicted: the partitions' new owner writes them now
+            self._ready = False
+            return
         with self._lock:
             due = [
                 w
