@@ -27,7 +27,38 @@ if TYPE_CHECKING:
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
 
-__all__ = ["kafka_outputs_wanted", "make_consumer", "open_sinks", "open_store"]
+__all__ = ["ignored_settings", "kafka_outputs_wanted", "make_consumer", "open_sinks",
+           "open_store"]
+
+
+def ignored_settings(config: CertmonConfig) -> list[str]:
+    """Return the ``[checkpoint]`` settings set that a Kafka source does not use.
+
+    The Kafka source checkpoints per partition with ``[kafka] checkpoint_every_records`` /
+    ``checkpoint_every_seconds``, to ``[kafka] checkpoint_store`` (a compacted topic by
+    default, or ``[checkpoint] dir`` with ``checkpoint_store = "local"``); the runner logs
+    one warning naming each setting given here, since it does nothing.
+
+    Examples
+    --------
+    >>> from monitor.config import parse_config
+    >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1",
+    ...         "[source]", "kind='kafka'", "[checkpoint]", "dir='/var/lib/c'", "every_seconds=5"]
+    >>> [s.split(" ")[0] for s in ignored_settings(parse_config(chr(10).join(toml)))]
+    ['checkpoint.dir', 'checkpoint.every_seconds']
+    """
+    from monitor.config.kafka import kafka_config_of
+
+    given = config.checkpoint.model_fields_set
+    out = []
+    if "dir" in given and kafka_config_of(config).checkpoint_store == "kafka":
+        out.append('checkpoint.dir (kafka.checkpoint_store = "kafka")')
+    for name, why in (("every_events", "use kafka.checkpoint_every_records"),
+                      ("every_seconds", "use kafka.checkpoint_every_seconds"),
+                      ("key", "checkpoints are keyed by input partition")):
+        if name in given:
+            out.append(f"checkpoint.{name} ({why})")
+    return out
 
 
 def kafka_outputs_wanted(config: CertmonConfig) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from consumers.kafka.clients import ignored_settings
 from consumers.kafka.lifecycle import StartupTimeout, StopRequested
 from consumers.kafka.runner import KafkaRunner
 from monitor.config.kafka import kafka_config_of
@@ -65,6 +66,9 @@ def run_kafka(
     )
 
     configure_json_logging()
+    ignored = ignored_settings(config)
+    if ignored:  # a setting that does nothing in this mode is never silent
+        log.warning("settings ignored by the Kafka source", extra={"settings": ignored})
     ops = OperationalMetrics(registry)
     runner = KafkaRunner(config, registry, ops=ops)
     if started is not None:
