@@ -88,3 +88,42 @@ def test_an_evicted_member_writes_no_checkpoint(tmp_path: Path) -> None:
     runner._process({tp0: _records(8, 9)})
     runner._maybe_checkpoint(evictable, force=True)  # type: ignore[arg-type]
     assert len(evictable.commits) == 2
+
+
+class _FailingStore(LocalDirectoryStore):
+    fail = False
+
+    def save(self, key: str, data: bytes) -> None:
+        if self.fail:
+            from monitor.errors import CheckpointError
+
+            raise CheckpointError("disk full")
+        super().save(key, data)
+
+    def save_many(self, items: list[tuple[str, bytes]]) -> None:
+        for key, data in items:
+            self.save(key, data)
+
+
+def test_readiness_stays_503_after_a_failed_checkpoint_until_one_is_written(
+        tmp_path: Path) -> None:
+    """Before: /readyz turned 200 on the next loop iteration after a failed checkpoint (no
+    partition was due any more), while the state was still not durable."""
+    runner, consumer, _ = _runner(tmp_path)
+    store = _FailingStore(tmp_path)
+    runner._store = store
+    tp0 = TopicPartition(TOPIC, 0)
+    consumer.assigned = {tp0}
+    runner._on_assigned([tp0])
+    runner._process({tp0: _records(0, 5)})
+    runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
+    assert runner.ready()
+    store.fail = True
+    runner._process({tp0: _records(5, 8)})
+    runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
+    assert not runner.ready()
+    runner._maybe_checkpoint(consumer)  # type: ignore[arg-type]  # nothing due now
+    assert not runner.ready()
+    store.fail = False
+    runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
+    assert runner.ready()
