@@ -8,9 +8,12 @@
   **lost** (evicted from the group): dropped without writing.
 - **fenced**: the group generation of the last assignment is kept; once the member's
   generation differs (kafka-python's heartbeat thread resets it when the broker answers that
-  the member is unknown: evicted after a session timeout or a too long poll interval), no
-  checkpoint is written until the next assignment (:meth:`RebalanceCallbacks._fenced`), so an
-  evicted member cannot overwrite the checkpoints of the partitions' new owner.
+  the member is unknown: evicted after a session timeout or a too long poll interval), or no
+  heartbeat was answered within the session timeout (the broker may have evicted it, e.g. a
+  process stopped for longer, before the heartbeat thread could learn it; see
+  :func:`lease_expired`), no checkpoint is
+  written (:meth:`RebalanceCallbacks._fenced`), so an evicted member cannot overwrite the
+  checkpoints of the partitions' new owner.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["RebalanceCallbacks", "member_generation"]
+__all__ = ["RebalanceCallbacks", "lease_expired", "member_generation"]
 
 
 def member_generation(consumer: Any) -> int | None:
@@ -58,6 +61,33 @@ def member_generation(consumer: Any) -> int | None:
     generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
     gid = getattr(generation, "generation_id", None)
     return gid if isinstance(gid, int) else None
+
+
+def lease_expired(consumer: Any, joined_at: float, now: float | None = None) -> bool:
+    """Whether the member may have been evicted: no heartbeat answered for half a session.
+
+    The broker evicts a member ``session_timeout_ms`` after the last heartbeat it received;
+    a healthy member hears an answer every ``heartbeat_interval_ms`` (at most a third of the
+    session), so half a session since the last answer, or since ``joined_at`` (monotonic
+    time of the last assignment, itself an answer), leaves the other half as a safety margin
+    for the write that follows the check. kafka-python's own ``last_reset`` is not used: it
+    is refreshed when the coordinator is rediscovered, also by a member already evicted.
+    False when not known (another client, a test double).
+
+    Examples
+    --------
+    >>> lease_expired(object(), 0.0)
+    False
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    try:
+        hb: Any = coordinator.heartbeat  # type: ignore[union-attr]
+        last = max(float(hb.last_receive), joined_at)
+        half = hb.config["session_timeout_ms"] / 2000.0
+    except (AttributeError, KeyError, TypeError):
+        return False
+    t = time.monotonic() if now is None else now
+    return bool(t - last > half)
 
 
 class RebalanceCallbacks:
@@ -84,6 +114,7 @@ class RebalanceCallbacks:
     _took_over: bool
     _discard_on_revoke: bool
     _generation: int | None = None  # the group generation of the last assignment
+    _joined_at: float = 0.0  # monotonic time of the last assignment
     _fenced_warned: int | None = None
 
     def state_view(self, shown_only: bool = False) -> dict[str, Any]:
@@ -93,7 +124,8 @@ class RebalanceCallbacks:
     def _fenced(self, consumer: Any) -> bool:
         """Whether this member left the generation of its assignment (then: write nothing)."""
         now = member_generation(consumer)
-        fenced = self._generation is not None and now is not None and now != self._generation
+        fenced = ((self._generation is not None and now is not None and now != self._generation)
+                  or lease_expired(consumer, self._joined_at))
         if fenced and self._fenced_warned != self._generation:
             self._fenced_warned = self._generation
             log.warning("no longer a member of the group generation of the assignment "
@@ -118,6 +150,7 @@ class RebalanceCallbacks:
     def _on_assigned(self, assigned: Any) -> None:
         consumer = self._require_consumer()
         self._generation = member_generation(consumer)
+        self._joined_at = time.monotonic()
         self._joined = True
         self._revoked_at = None
         by_partition: dict[int, list[TopicPartition]] = {}
@@ -169,8 +202,9 @@ class RebalanceCallbacks:
 
     def _on_revoked(self, revoked: Any) -> None:
         self._revoked_at = time.monotonic()
-        if self._discard_on_revoke:
-            self._drop(revoked)
+        consumer = self._consumer
+        if self._discard_on_revoke or (consumer is not None and self._fenced(consumer)):
+            self._drop(revoked)  # (fenced: evicted, the new owner writes these partitions)
             return
         parts = sorted({tp.partition for tp in revoked})
         with self._lock:

@@ -138,3 +138,41 @@ def _metrics_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
         assert proc.poll() is None, log_path.read_text()[-3000:]
         time.sleep(0.1)
     raise AssertionError("no metrics port")
+
+
+def test_an_evicted_member_does_not_overwrite_the_new_owners_checkpoints(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """A member stopped longer than its session timeout (a GC pause, a stopped container) is
+    evicted and its partitions go to another member; when it runs again, the records its
+    fetch child buffered meanwhile are processed, but it must not write a checkpoint (before:
+    it did, and the new owner's next write found "overwritten by another writer")."""
+    setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=2, every=50,
+                       every_seconds=0.3)  # fmt: skip
+    records = make_events(1200, n_suites=4, seed=43)
+    ref = replay_reference(setup, records)
+    q = len(records) // 4
+    setup.produce(records[:q])
+    a = setup.start("a")
+    setup.wait_caught_up(timeout=60, procs=[a])
+    os.kill(a.proc.pid, signal.SIGSTOP)  # the group member only: its fetch child runs on
+    try:
+        setup.produce(records[q:2 * q])  # buffered by a's fetch child
+        b = setup.start("b")
+        b.wait_log("partitions assigned", timeout=60)  # after a's session (6 s) expired
+        setup.wait_caught_up(timeout=90, procs=[b])
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    setup.produce(records[2 * q:3 * q])
+    time.sleep(3.0)  # a runs again: processes what it buffered, learns it was evicted
+    setup.produce(records[3 * q:])
+    setup.wait_caught_up(timeout=90, procs=[a, b])
+    assert a.terminate() == 0 and b.terminate() == 0
+    for proc in (a, b):
+        assert proc.count_in_log("overwritten by another writer") == 0, proc.log_tail()
+    # a commit is tried only after a durable checkpoint: an evicted member tried none
+    assert a.count_in_log("UnknownMemberId") == 0, a.log_tail()
+    assert a.count_in_log("no longer a member") >= 1, a.log_tail()
+    state = setup.final_state()
+    assert state["counters"]["events_in"] == len(records)
+    assert comparable(state) == comparable(ref["state"])
