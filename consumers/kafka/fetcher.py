@@ -251,14 +251,17 @@ class FetchProcess:
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
         return lines[-1][:500] if lines else "?"
 
-    def close(self) -> None:
-        """Stop the child (closing its stdin ends it; killed if it does not exit in 5 s)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the child (closing its stdin ends it; killed after ``timeout`` seconds).
+
+        While stopping, ``timeout`` is what is left of the shutdown budget.
+        """
         proc = self._proc
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

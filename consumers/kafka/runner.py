@@ -401,7 +401,7 @@ class KafkaRunner(RebalanceCallbacks):
         consumer, self._consumer = self._consumer, None
         fetcher, self._fetcher = self._fetcher, None
         if fetcher is not None:
-            fetcher.close()
+            fetcher.close(timeout=self._budget.left(5.0))
         if consumer is None:
             return
         try:
