@@ -127,3 +127,34 @@ def test_readiness_stays_503_after_a_failed_checkpoint_until_one_is_written(
     store.fail = False
     runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
     assert runner.ready()
+
+
+def test_a_scrape_is_not_held_by_a_long_checkpoint_or_flush(tmp_path: Path) -> None:
+    """Before: a sink flush held the engines' lock about 60 s and a scrape waited 19.6 s."""
+    import threading
+    import time
+
+    runner, consumer, _ = _runner(tmp_path)
+    tp0 = TopicPartition(TOPIC, 0)
+    consumer.assigned = {tp0}
+    runner._on_assigned([tp0])
+    runner._process({tp0: _records(0, 5)})
+    before = runner.state_view()
+    held, release = threading.Event(), threading.Event()
+
+    def flush_forever() -> None:
+        with runner._lock:  # what a blocked flush or checkpoint does
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=flush_forever)
+    t.start()
+    try:
+        held.wait(5)
+        t0 = time.monotonic()
+        view = runner.state_view()
+        assert time.monotonic() - t0 < runner.SCRAPE_WAIT_S + 1.0
+        assert view == before  # the last view computed
+    finally:
+        release.set()
+        t.join()
