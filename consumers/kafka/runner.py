@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry
 
 from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
 from consumers.kafka.fetcher import FetchProcess, group_busy
-from consumers.kafka.health import BrokerCheck, ProgressLog, update_lag
+from consumers.kafka.health import BrokerCheck, EndOffsetProbe, ProgressLog, update_lag
 from consumers.kafka.held import HeldPartitions
 from consumers.kafka.lifecycle import (
     RebalanceStalled,
@@ -114,7 +114,9 @@ class KafkaRunner(RebalanceCallbacks):
         self._took_over = False
         self._fence = SuiteFence(self.metrics, ops, self.kafka.dead_letter_max_raw_bytes)
         self.held = HeldPartitions(self.metrics)  # partitions whose checkpoint was refused
-        self._broker = BrokerCheck(self.kafka.topics.events, self.kafka.health_check_seconds)
+        self._broker = BrokerCheck(
+            EndOffsetProbe(self.kafka.client_kwargs(), self.kafka.client_id,
+                           self.kafka.topics.events), self.kafka.health_check_seconds)
         self._progress = ProgressLog(self.kafka.progress_log_seconds)
         self._views: dict[bool, dict[str, Any]] = {}  # the last state views (see state_view)
         self._joined = False  # a group assignment was received (the brokers were reached)
@@ -240,7 +242,7 @@ class KafkaRunner(RebalanceCallbacks):
     def _check_health(self, consumer: KafkaConsumer) -> None:
         """Lag, the active broker check, and the periodic progress line."""
         lag = update_lag(self.metrics, consumer, self._workers, self._fetcher)
-        changed = self._broker.run(consumer)
+        changed = self._broker.changed()
         if changed is not None:
             self._connected(changed)
         if self._progress.due():
@@ -318,9 +320,9 @@ class KafkaRunner(RebalanceCallbacks):
                     self.connecting = False
                 consumer = self._require_consumer()
                 self._revoked_at = None
-                self._broker.reachable = True  # the clients just reached the brokers
+                self._broker.start()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
-                self._connected(True)
+                self._connected(self._broker.report())  # reached, unless a check says not
                 progressed = False
                 while not stop.is_set():
                     fetcher = self._fetcher
@@ -359,6 +361,7 @@ class KafkaRunner(RebalanceCallbacks):
                 self.begin_shutdown()
                 self._close_consumer(clean=True)
             except StartupTimeout:
+                self._broker.stop()
                 self._close_consumer(clean=False)
                 self.close()
                 raise
@@ -377,6 +380,7 @@ class KafkaRunner(RebalanceCallbacks):
                     if not stop.wait(max(0.0, min(backoff, left))):
                         check_startup(self.kafka, started, reason)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
+        self._broker.stop()
         self._connected(False)
         self.close()
 
