@@ -123,14 +123,16 @@ class RebalanceCallbacks:
 
     def _fenced(self, consumer: Any) -> bool:
         """Whether this member left the generation of its assignment (then: write nothing)."""
+        if self._joined_at == 0.0:  # nothing assigned yet: nothing to write
+            return False
         now = member_generation(consumer)
         fenced = ((self._generation is not None and now is not None and now != self._generation)
                   or lease_expired(consumer, self._joined_at))
         if fenced and self._fenced_warned != self._generation:
             self._fenced_warned = self._generation
-            log.warning("no longer a member of the group generation of the assignment "
-                        "(evicted?): no checkpoint is written until partitions are assigned "
-                        "again", extra={"generation": self._generation, "now": now})
+            log.warning("maybe no longer a member of the group generation of the assignment "
+                        "(evicted, or no heartbeat answered for half a session): no checkpoint "
+                        "is written meanwhile", extra={"generation": self._generation, "now": now})
         return fenced
 
     def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
