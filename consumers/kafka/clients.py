@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
 
-__all__ = ["ignored_settings", "kafka_outputs_wanted", "make_consumer", "open_sinks",
-           "open_store"]
+__all__ = ["engine_read_kwargs", "ignored_settings", "kafka_outputs_wanted", "make_consumer",
+           "open_sinks", "open_store"]
 
 
 def ignored_settings(config: CertmonConfig) -> list[str]:
@@ -112,6 +112,21 @@ def open_store(config: CertmonConfig, kafka: KafkaConfig,
     return secured_store(LocalDirectoryStore(config.checkpoint.dir), os.environ)
 
 
+def engine_read_kwargs(kafka: KafkaConfig) -> dict[str, object]:
+    """Consumer settings of whatever reads the engines' topics (group member, fetch child).
+
+    With ``[kafka] repartition`` only committed transactions are read, so a record the
+    repartition stage wrote in an aborted transaction is never counted.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> engine_read_kwargs(KafkaConfig()), engine_read_kwargs(KafkaConfig(repartition=True))
+    ({}, {'isolation_level': 'read_committed'})
+    """
+    return {"isolation_level": "read_committed"} if kafka.repartition else {}
+
+
 def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
                   on_revoked: Callable[[Any], None],
                   on_lost: Callable[[Any], None],
@@ -153,6 +168,7 @@ def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
         session_timeout_ms=kafka.session_timeout_ms,
         heartbeat_interval_ms=kafka.heartbeat_interval_ms,
         max_poll_interval_ms=kafka.max_poll_interval_ms,
+        **engine_read_kwargs(kafka),
     )
-    consumer.subscribe(topics=kafka.topics.input_topics(), listener=_Listener())
+    consumer.subscribe(topics=kafka.engine_topics(), listener=_Listener())
     return consumer

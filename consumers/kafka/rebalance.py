@@ -123,8 +123,8 @@ class RebalanceCallbacks:
 
     def _fenced(self, consumer: Any) -> bool:
         """Whether this member left the generation of its assignment (then: write nothing)."""
-        if self._joined_at == 0.0:  # nothing assigned yet: nothing to write
-            return False
+        if self._joined_at == 0.0 or not self._workers:  # nothing to write (also while a
+            return False  # rebalance is joining: the eager protocol revoked everything)
         now = member_generation(consumer)
         fenced = ((self._generation is not None and now is not None and now != self._generation)
                   or lease_expired(consumer, self._joined_at))

@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
+from consumers.kafka.clients import (
+    engine_read_kwargs,
+    kafka_outputs_wanted,
+    make_consumer,
+    open_sinks,
+    open_store,
+)
 from consumers.kafka.fetcher import FetchProcess, group_busy
 from consumers.kafka.health import BrokerCheck, EndOffsetProbe, ProgressLog, update_lag
 from consumers.kafka.held import HeldPartitions
@@ -53,6 +59,7 @@ from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
 from consumers.kafka.partitions import PartitionWorker, process_records, write_checkpoints
 from consumers.kafka.rebalance import RebalanceCallbacks
+from consumers.kafka.repartition import Repartitioner
 from consumers.kafka.retries import RecordFailed, log_failure
 from consumers.kafka.sinks import KafkaOutputs, ProduceError
 from consumers.kafka.state import merge_state_views
@@ -124,7 +131,8 @@ class KafkaRunner(RebalanceCallbacks):
         self._budget = ShutdownBudget()
         self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
         self.final_view: dict[str, Any] | None = None
-        self.events_topic = self.kafka.topics.events
+        self.events_topic = self.kafka.engine_topics()[0]  # names the checkpoint keys
+        self._repartitioner: Repartitioner | None = None
 
     SCRAPE_WAIT_S = 2.0  # longest a scrape waits for the engines' lock
 
@@ -180,8 +188,11 @@ class KafkaRunner(RebalanceCallbacks):
             self._store = open_store(self.config, k, startup_bootstrap_ms(k, started))
         self._consumer = self._make_consumer(startup_bootstrap_ms(k, started))
         if k.fetch_process and self._fetcher is None:
-            self._fetcher = FetchProcess(k.client_kwargs(), k.client_id, k.batch_size,
-                                         k.poll_timeout_ms)
+            self._fetcher = FetchProcess({**k.client_kwargs(), **engine_read_kwargs(k)},
+                                         k.client_id, k.batch_size, k.poll_timeout_ms)
+        if k.repartition and self._repartitioner is None:
+            self._repartitioner = Repartitioner(k)
+            self._repartitioner.start()
 
     def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
@@ -361,7 +372,7 @@ class KafkaRunner(RebalanceCallbacks):
                 self.begin_shutdown()
                 self._close_consumer(clean=True)
             except StartupTimeout:
-                self._broker.stop()
+                self._stop_stages()
                 self._close_consumer(clean=False)
                 self.close()
                 raise
@@ -380,9 +391,15 @@ class KafkaRunner(RebalanceCallbacks):
                     if not stop.wait(max(0.0, min(backoff, left))):
                         check_startup(self.kafka, started, reason)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
-        self._broker.stop()
+        self._stop_stages()
         self._connected(False)
         self.close()
+
+    def _stop_stages(self) -> None:
+        """Stop the broker check and the repartition stage (its batch in flight ends)."""
+        self._broker.stop()
+        if self._repartitioner is not None:
+            self._repartitioner.stop(timeout=self._budget.left(2.0))
 
     def _check_rebalance(self) -> None:
         # A rebalance that never ends (kafka-python, rarely: revoked, then no assignment and

@@ -40,6 +40,8 @@ def topic_specs(config: KafkaConfig) -> dict[str, tuple[int, dict[str, str]]]:
     specs: dict[str, tuple[int, dict[str, str]]] = {}
     for name in t.input_topics():
         specs[name] = (config.events_partitions, {})
+    if config.repartition:
+        specs[t.repartition] = (config.events_partitions, {})
     for name in (t.alerts, t.requests, t.dead_letters):
         specs.setdefault(name, (1, {}))
     specs[t.checkpoints] = (config.checkpoint_topic_partitions, dict(COMPACTED))

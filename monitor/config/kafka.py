@@ -49,6 +49,11 @@ class KafkaTopics(BaseModel):
     requests: str = "certmon.requests.v1"
     dead_letters: str = "certmon.dead-letters.v1"
     checkpoints: str = "certmon.checkpoints.v1"
+    repartition: str = Field(
+        default="certmon.eval-events-by-suite.v1",
+        description="Internal topic of [kafka] repartition = true: every input record "
+                    "re-keyed by suite, on the partition certmon's own partitioner gives the "
+                    "suite (events_partitions partitions, created with the other topics).")
 
     @field_validator("*")
     @classmethod
@@ -134,6 +139,14 @@ class KafkaConfig(BaseModel):
         description="Seconds between progress log lines (records processed, partitions "
                     "owned and held, lag, broker reachability); 0 turns them off.")
     create_topics: bool = True
+    repartition: bool = Field(
+        default=False,
+        description="Regroup the input by suite before the engines, as Kafka Streams' "
+                    "repartition topics do: a stage reads the input topics (any producer, any "
+                    "partitioner, keyed or not) and writes every record, in Kafka "
+                    "transactions, to topics.repartition on the partition of its suite; the "
+                    "engines read that topic (read_committed). Off: the input must be keyed "
+                    "by suite with one partitioner (a suite on two partitions is fenced).")
     events_partitions: int = Field(default=6, gt=0)
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
@@ -176,6 +189,16 @@ class KafkaConfig(BaseModel):
         if self.sasl_mechanism is None and self.security_protocol.startswith("SASL"):
             raise ValueError(f"kafka.sasl_mechanism is required with {self.security_protocol}")
         return self
+
+    def engine_topics(self) -> list[str]:
+        """Return the topics the engines' consumer group reads.
+
+        Examples
+        --------
+        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=True).engine_topics()
+        (['certmon.eval-events.v1'], ['certmon.eval-events-by-suite.v1'])
+        """
+        return [self.topics.repartition] if self.repartition else self.topics.input_topics()
 
     def bootstrap_list(self) -> list[str]:
         """Return the bootstrap servers as a list of ``host:port`` strings."""
