@@ -192,8 +192,11 @@ class SuiteFence:
         for name in suites:
             blocked[name] = found[name]
             log.warning("suite read from a second partition; its records there are "
-                        "dead-lettered", extra={"suite": name, "partition": partition,
-                                                "owner_partition": found[name]})
+                        "dead-lettered", extra={
+                            "suite": name, "partition": partition,
+                            "owner_partition": found[name],
+                            "hint": "key every producer by suite with one partitioner, or set "
+                                    "[kafka] repartition = true (any producer)"})
         self.conflict_at = time.monotonic()
 
     def forget(self, partition: int) -> None:
