@@ -50,7 +50,6 @@ from consumers.kafka.lifecycle import (
     StartupTimeout,
     StopRequested,
     check_startup,
-    close_outputs,
     log_loop_failure,
     rebalance_limit_s,
     startup_bootstrap_ms,
@@ -63,6 +62,7 @@ from consumers.kafka.repartition import Repartitioner
 from consumers.kafka.retries import RecordFailed, log_failure
 from consumers.kafka.sinks import KafkaOutputs, ProduceError
 from consumers.kafka.state import merge_state_views
+from consumers.kafka.stopping import StopSequence
 from monitor.checkpoint import CheckpointStore
 from monitor.config.kafka import kafka_config_of
 from monitor.errors import CheckpointError
@@ -80,7 +80,7 @@ log = logging.getLogger("certmon.kafka")
 __all__ = ["KafkaRunner"]
 
 
-class KafkaRunner(RebalanceCallbacks):
+class KafkaRunner(RebalanceCallbacks, StopSequence):
     """Consume, process, checkpoint; see the module docstring for the protocol.
 
     Parameters
@@ -395,12 +395,6 @@ class KafkaRunner(RebalanceCallbacks):
         self._connected(False)
         self.close()
 
-    def _stop_stages(self) -> None:
-        """Stop the broker check and the repartition stage (its batch in flight ends)."""
-        self._broker.stop()
-        if self._repartitioner is not None:
-            self._repartitioner.stop(timeout=self._budget.left(2.0))
-
     def _check_rebalance(self) -> None:
         # A rebalance that never ends (kafka-python, rarely: revoked, then no assignment and
         # nothing fetched) would stall this instance for good; a fresh consumer rejoins.
@@ -417,42 +411,3 @@ class KafkaRunner(RebalanceCallbacks):
         self.metrics.connected(up)
         if self.ops is not None:
             self.ops.set_up(up)
-
-    def _close_consumer(self, clean: bool) -> None:
-        consumer, self._consumer = self._consumer, None
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close(timeout=self._budget.left(5.0))
-        if consumer is None:
-            return
-        try:
-            if clean:
-                self._maybe_checkpoint(consumer, force=True)
-                self.final_view = self.state_view()
-            self._discard_on_revoke = True
-            with self._lock:
-                self._workers.clear()
-                self.metrics.assigned(0)
-        finally:
-            try:
-                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
-                consumer.close(timeout_ms=int(1000 * wait))
-            except Exception as exc:
-                log.info("consumer close failed", extra={"error": repr(exc)})
-
-    def begin_shutdown(self) -> None:
-        """Start the shutdown budget: later flushes, saves and closes share it."""
-        budget = self.kafka.shutdown_timeout_seconds
-        if not self._budget.begin(budget):
-            return
-        if self._outputs is not None:
-            self._outputs.bound(budget / 3)
-        store = getattr(self._store, "inner", self._store)  # under an AuthenticatedStore
-        if store is not None and hasattr(store, "timeout"):
-            store.timeout = budget / 3
-
-    def close(self) -> None:
-        """Flush and close sinks, the producer and the checkpoint store."""
-        self.begin_shutdown()
-        close_outputs(self._sinks.values(), self._outputs, self._store, self._budget)
-        log.info("stopped")
