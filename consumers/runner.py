@@ -35,10 +35,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from monitor.checkpoint import CheckpointStore, Position, atomic_write
+from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.errors import CertmonError, CheckpointError
@@ -386,6 +387,7 @@ def write_state(path: str, view: dict[str, Any]) -> None:
     """Write STATE.json atomically (sorted keys, indented, no NaN)."""
     data = json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n"
     try:
+        remove_stale_temps(Path(path).resolve().parent)  # a killed run's partial file
         atomic_write(path, data.encode())
     except OSError as exc:
         raise CertmonError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -64,6 +64,7 @@ __all__ = [
     "checkpoint_key",
     "decode_checkpoint",
     "encode_checkpoint",
+    "remove_stale_temps",
     "secured_store",
     "sign_checkpoint",
     "verify_checkpoint",
@@ -195,7 +196,8 @@ def atomic_write(path: str | Path, data: bytes, *, sync_directory: bool = True) 
     target = Path(path)
     directory = target.parent
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=_TMP_SUFFIX,
+                               dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -207,6 +209,67 @@ def atomic_write(path: str | Path, data: bytes, *, sync_directory: bool = True) 
         raise
     if sync_directory:
         _fsync_directory(directory)
+
+
+_TMP_SUFFIX: Final = ".tmp"
+# .<target>.<pid>.<random>.tmp (atomic_write); .<name>.ckpt.json.<random> (before the pid)
+_TMP_NAME: Final = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
+_OLD_TMP_NAME: Final = re.compile(r"^\..+\.ckpt\.json\.[A-Za-z0-9_]{8}$")
+_STARTED: Final = time.time()  # this process's start (a constant, not state)
+_OLD_TMP_AGE_S: Final = 3600.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str | Path) -> int:
+    """Delete the temporary files a killed writer left in ``directory``; return how many.
+
+    :func:`atomic_write` names its temporary file after the writing process; one whose
+    process is gone, or that this process (same pid after a container restart) wrote before
+    it started, can only be the remains of a ``kill -9``. Temporary checkpoint files of the
+    older naming (no pid) are removed once an hour old. Other files are never touched.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / ".state.json.999999999.abc.tmp").write_bytes(b"partial")
+    7
+    >>> (d / "state.json").write_bytes(b"{}")
+    2
+    >>> remove_stale_temps(d), sorted(p.name for p in d.iterdir())
+    (1, ['state.json'])
+    """
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        m = _TMP_NAME.match(entry.name)
+        try:
+            if m is not None:
+                pid = int(m.group(1))
+                stale = not _alive(pid) or (
+                    pid == os.getpid() and entry.stat().st_mtime < _STARTED)
+            elif _OLD_TMP_NAME.match(entry.name):
+                stale = time.time() - entry.stat().st_mtime > _OLD_TMP_AGE_S
+            else:
+                continue
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:  # gone meanwhile, or not ours to remove
+            continue
+    return removed
 
 
 class CheckpointStore(Protocol):
@@ -241,6 +304,7 @@ class LocalDirectoryStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        remove_stale_temps(self.path)  # left by a writer killed mid-write
 
     def file_for(self, key: str) -> Path:
         """Return the file that holds ``key`` (unsafe characters are escaped)."""

@@ -111,7 +111,7 @@ class Engine:
         events of other suites (or of unlisted models) are counted as ``unrouted``.
     clock : callable, optional
         Wall clock in Unix seconds (default :func:`time.time`), read only for an event
-        stamped more than ``events.max_ts_jump_seconds`` ahead of its suite's event time.
+        stamped past the last reading plus ``events.max_ts_jump_seconds``.
 
     Notes
     -----
@@ -128,6 +128,7 @@ class Engine:
         self._clock = clock  # wall clock (Unix seconds): only far-future event times read it
         self._max_bytes = config.events.max_bytes
         self._max_jump = config.events.max_ts_jump_seconds
+        self._horizon = -math.inf  # latest clock reading + max_jump: a ts up to it is plausible
         self._max_id_bytes = config.events.max_id_bytes
         self._max_suites = config.events.max_suites
         self._max_suite_models = config.events.max_models_per_suite
@@ -276,7 +277,7 @@ class Engine:
             self._reject(ev, raw)
             return ev
         suite = self._suites.get(ev.suite)
-        if ev.ts - (-math.inf if suite is None else suite.watermark) > self._max_jump:
+        if ev.ts > self._horizon:  # the clock is read only past the last reading's horizon
             rej = self._implausible_ts(ev, suite)  # checked first: it creates nothing
             if rej is not None:
                 self._reject(rej, raw)
@@ -323,19 +324,30 @@ class Engine:
     def _implausible_ts(self, ev: Event, suite: SuiteState | None) -> Rejection | None:
         """Return the rejection of an event stamped far in the future, or None.
 
-        Implausible means more than ``events.max_ts_jump_seconds`` ahead of both the suite's
-        event time (the largest accepted ``ts``) and the wall clock: one far-future event
-        cannot move the event time and expire every pending join, while an honest suite that
-        was silent for longer than the bound, or a replay of past data, is never refused
-        (its times are not in the future).
+        Implausible means more than ``events.max_ts_jump_seconds`` ahead of the wall clock,
+        whatever the suite's event time: one far-future event cannot move the event time and
+        expire every pending join, a suite's event time cannot walk forward past the bound
+        one accepted step at a time, and an honest suite silent for longer than the bound,
+        or a replay of past data, is never refused (its times are not in the future).
+        :meth:`restore` applies the same rule to a checkpoint's event times, so a state this
+        engine accepted restores on any clock not behind the one that accepted it.
         """
-        now = self._clock()
-        if not ev.ts - now > self._max_jump:
+        if not self._ahead_of_clock(ev.ts):
             return None
-        where = "" if suite is None else (
-            f" and of suite {ev.suite!r} event time {suite.watermark!r}")
+        now = self._horizon - self._max_jump
+        where = "" if suite is None else f" (suite {ev.suite!r} event time {suite.watermark!r})"
         return Rejection("implausible_ts", f"ts {ev.ts!r} is more than {self._max_jump:g} s "
                          f"ahead of the clock ({now:.0f}){where} (events.max_ts_jump_seconds)")
+
+    def _ahead_of_clock(self, ts: float) -> bool:
+        """Read the clock; return whether ``ts`` is more than the bound ahead of it.
+
+        The one event-time plausibility rule, for input and restore alike; the horizon keeps
+        the largest reading, so within one engine a clock stepping back never refuses what
+        it accepted (across hosts, clocks are assumed synchronised).
+        """
+        self._horizon = max(self._horizon, self._clock() + self._max_jump)
+        return ts > self._horizon
 
     def _reject(self, rej: Rejection, raw: bytes) -> None:
         """Count a rejection, attributed to its model when that model already exists.
@@ -466,7 +478,7 @@ class Engine:
                 check_suite_detectors(cfg, sd)
                 check_suite_strata(cfg, sd, threshold_delta)
                 suite = SuiteState.from_dict(cfg, sd)
-                if suite.watermark - eng._clock() > eng._max_jump:  # as _implausible_ts
+                if eng._ahead_of_clock(suite.watermark):  # the input rule (_implausible_ts)
                     raise RefusedState(f"suite {suite.name!r} event time {suite.watermark!r}"
                                        f" is more than {eng._max_jump:g} s ahead of the clock "
                                        "(events.max_ts_jump_seconds)")

@@ -30,11 +30,17 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
     echo "== installing promtool, Prometheus and Alertmanager (Debian packages)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null
-    # The packages' init scripts may start daemons on :9090/:9093; the tests use free ports,
-    # but stop them anyway so nothing lingers.
-    pkill -x prometheus 2>/dev/null || true
-    pkill -x prometheus-alertmanager 2>/dev/null || true
+    # The packages' maintainer scripts would start daemons on :9090/:9093 (the tests use free
+    # ports and need none): a policy-rc.d answering 101 ("action forbidden") keeps them from
+    # starting, so nothing has to be killed afterwards, and no process of anyone else is.
+    policy=/usr/sbin/policy-rc.d
+    added_policy=""
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && added_policy=1
+    fi
+    apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null \
+      || { if [ -n "$added_policy" ]; then rm -f "$policy"; fi; exit 1; }
+    if [ -n "$added_policy" ]; then rm -f "$policy"; fi
   else
     echo "== promtool/prometheus/alertmanager missing and not root: those tests will be skipped"
   fi

@@ -83,11 +83,36 @@ def _owner(key: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Broken:
+    """A record under a checkpoint key that cannot be read: loading that key fails."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class _Manifest:
     save_id: str
     chunks: int
     size: int
     sha256: str
+
+
+def _manifest(key: str, value: bytes, partition: int) -> _Manifest | _Broken:
+    """Parse a chunk manifest; an unreadable one fails only the loads of its own key.
+
+    Examples
+    --------
+    >>> _manifest("e/0", b"not json", 0).reason.split(": ", 1)[1]
+    'its manifest record (checkpoint topic partition 0) is unreadable: JSONDecodeError'
+    >>> _manifest("e/0", b'{"save_id": "a", "chunks": 2, "size": 9, "sha256": "f"}', 0).chunks
+    2
+    """
+    try:
+        d = json.loads(value)
+        return _Manifest(str(d["save_id"]), int(d["chunks"]), int(d["size"]), str(d["sha256"]))
+    except Exception as exc:  # any malformed record: that key only
+        return _Broken(f"checkpoint {key!r}: its manifest record (checkpoint topic partition "
+                       f"{partition}) is unreadable: {type(exc).__name__}")
 
 
 class KafkaTopicStore:
@@ -135,7 +160,7 @@ class KafkaTopicStore:
                        else {"bootstrap_timeout_ms": bootstrap_timeout_ms}))
         self._reader: KafkaConsumer | None = None
         self._partitions: list[int] = []
-        self._latest: dict[str, bytes | _Manifest] = {}
+        self._latest: dict[str, bytes | _Manifest | _Broken] = {}
         # key -> (partition, timestamp ms) of the record behind _latest[key]
         self._origin: dict[str, tuple[int, int]] = {}
         self._chunks: dict[str, bytes] = {}
@@ -286,8 +311,7 @@ class KafkaTopicStore:
         if value is None:
             self._latest.pop(key, None)
         elif kind == "manifest":
-            d = json.loads(value)
-            self._latest[key] = _Manifest(d["save_id"], d["chunks"], d["size"], d["sha256"])
+            self._latest[key] = _manifest(key, value, partition)
         else:
             self._latest[key] = value
 
@@ -312,14 +336,22 @@ class KafkaTopicStore:
                     raise CheckpointError(f"timed out reading checkpoint topic {self.topic!r}")
                 for records in reader.poll(timeout_ms=500).values():
                     for rec in records:
-                        headers = dict(rec.headers or [])
-                        kind = headers.get(HEADER, b"whole").decode()
-                        self._apply(rec.key.decode(), rec.value, kind, rec.partition,
-                                    rec.timestamp)
+                        self._read(rec)
         except KafkaError as exc:
             raise CheckpointError(
                 f"reading checkpoint topic {self.topic!r} failed: {exc!r}"
             ) from exc
+
+    def _read(self, rec: Any) -> None:
+        """Apply one record of the topic; a record without a readable key is skipped."""
+        try:
+            key = rec.key.decode()
+            kind = dict(rec.headers or []).get(HEADER, b"whole").decode()
+        except (AttributeError, UnicodeDecodeError):  # not ours: no key, or not UTF-8
+            log.warning("checkpoint topic record without a readable key or header ignored",
+                        extra={"partition": rec.partition, "offset": rec.offset})
+            return
+        self._apply(key, rec.value, kind, rec.partition, rec.timestamp)
 
     def load(self, key: str) -> bytes | None:
         """Return the latest complete checkpoint stored under ``key``, or ``None``.
@@ -341,6 +373,8 @@ class KafkaTopicStore:
         entry = self._latest.get(key)
         if entry is None or isinstance(entry, bytes):
             return entry
+        if isinstance(entry, _Broken):
+            raise CheckpointError(entry.reason)
         pieces = []
         for i in range(entry.chunks):
             piece = self._chunks.get(chunk_key(key, entry.save_id, i))

@@ -27,7 +27,38 @@ if TYPE_CHECKING:
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
 
-__all__ = ["kafka_outputs_wanted", "make_consumer", "open_sinks", "open_store"]
+__all__ = ["engine_read_kwargs", "ignored_settings", "kafka_outputs_wanted", "make_consumer",
+           "open_sinks", "open_store"]
+
+
+def ignored_settings(config: CertmonConfig) -> list[str]:
+    """Return the ``[checkpoint]`` settings set that a Kafka source does not use.
+
+    The Kafka source checkpoints per partition with ``[kafka] checkpoint_every_records`` /
+    ``checkpoint_every_seconds``, to ``[kafka] checkpoint_store`` (a compacted topic by
+    default, or ``[checkpoint] dir`` with ``checkpoint_store = "local"``); the runner logs
+    one warning naming each setting given here, since it does nothing.
+
+    Examples
+    --------
+    >>> from monitor.config import parse_config
+    >>> toml = ["[[suites]]", "[[suites.certificates]]", "name='r'", "alpha=0.1", "delta=0.1",
+    ...         "[source]", "kind='kafka'", "[checkpoint]", "dir='/var/lib/c'", "every_seconds=5"]
+    >>> [s.split(" ")[0] for s in ignored_settings(parse_config(chr(10).join(toml)))]
+    ['checkpoint.dir', 'checkpoint.every_seconds']
+    """
+    from monitor.config.kafka import kafka_config_of
+
+    given = config.checkpoint.model_fields_set
+    out = []
+    if "dir" in given and kafka_config_of(config).checkpoint_store == "kafka":
+        out.append('checkpoint.dir (kafka.checkpoint_store = "kafka")')
+    for name, why in (("every_events", "use kafka.checkpoint_every_records"),
+                      ("every_seconds", "use kafka.checkpoint_every_seconds"),
+                      ("key", "checkpoints are keyed by input partition")):
+        if name in given:
+            out.append(f"checkpoint.{name} ({why})")
+    return out
 
 
 def kafka_outputs_wanted(config: CertmonConfig) -> bool:
@@ -84,6 +115,21 @@ def open_store(config: CertmonConfig, kafka: KafkaConfig,
     return secured_store(LocalDirectoryStore(config.checkpoint.dir), os.environ)
 
 
+def engine_read_kwargs(kafka: KafkaConfig) -> dict[str, object]:
+    """Consumer settings of whatever reads the engines' topics (group member, fetch child).
+
+    With ``[kafka] repartition`` only committed transactions are read, so a record the
+    repartition stage wrote in an aborted transaction is never counted.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> engine_read_kwargs(KafkaConfig()), engine_read_kwargs(KafkaConfig(repartition=True))
+    ({}, {'isolation_level': 'read_committed'})
+    """
+    return {"isolation_level": "read_committed"} if kafka.repartition else {}
+
+
 def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
                   on_revoked: Callable[[Any], None],
                   on_lost: Callable[[Any], None],
@@ -125,6 +171,7 @@ def make_consumer(kafka: KafkaConfig, on_assigned: Callable[[Any], None],
         session_timeout_ms=kafka.session_timeout_ms,
         heartbeat_interval_ms=kafka.heartbeat_interval_ms,
         max_poll_interval_ms=kafka.max_poll_interval_ms,
+        **engine_read_kwargs(kafka),
     )
-    consumer.subscribe(topics=kafka.topics.input_topics(), listener=_Listener())
+    consumer.subscribe(topics=kafka.engine_topics(), listener=_Listener())
     return consumer

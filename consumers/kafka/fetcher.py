@@ -17,7 +17,10 @@ Protocol (parent -> child, JSON lines on the child's stdin; secrets never on the
 Child -> parent, binary frames on stdout (see :func:`encode_frame`), one per partition batch:
 the epoch, the topic-partition, its high watermark, the offsets and the values. The parent
 drops frames of an older epoch (records fetched before a rebalance or a rewind). The child
-exits when its stdin closes (the parent ended, even by ``kill -9``) or a write fails.
+exits when its stdin closes (the parent ended, even by ``kill -9``) or a write fails, and
+only then: it ignores SIGTERM and SIGINT, so a signal sent to the whole process group
+(systemd's default ``KillMode``, ``timeout``, Ctrl-C) stops the parent, which writes its final
+checkpoint and state while the child still runs, then closes the child's stdin.
 
 Correctness does not depend on the child: the parent skips offsets its state already reflects
 (:func:`consumers.kafka.partitions.process_records`) and the checkpoint stays the source of
@@ -248,14 +251,17 @@ class FetchProcess:
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
         return lines[-1][:500] if lines else "?"
 
-    def close(self) -> None:
-        """Stop the child (closing its stdin ends it; killed if it does not exit in 5 s)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the child (closing its stdin ends it; killed after ``timeout`` seconds).
+
+        While stopping, ``timeout`` is what is left of the shutdown budget.
+        """
         proc = self._proc
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -283,6 +289,10 @@ def group_busy(consumer: Any) -> bool:
 
 def _child() -> int:
     """Child entry point: run :func:`_child_loop`; a failure ends it with one line on stderr."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the parent ends it (see the module docs)
+        signal.signal(sig, signal.SIG_IGN)
     try:
         return _child_loop()
     except Exception as exc:  # reported by the parent (FetchProcess.last_error)

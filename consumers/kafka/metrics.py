@@ -11,7 +11,9 @@
 - ``certmon_kafka_record_failures_total{error}``: processing attempts that raised, by exception
   type (each rewinds the partition to its checkpoint; a record given up after
   ``[kafka] max_record_attempts`` is counted in ``certmon_events_rejected_total{reason=
-  "processing_failed"}``).
+  "processing_failed"}``);
+- ``certmon_kafka_partitions_held{partition}``: 1 while an assigned input partition is held
+  (its checkpoint was refused or unreadable: nothing of it is processed, the others run).
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ class KafkaMetrics:
             ["error"],
             registry=registry,
         )
+
+        self._held = Gauge(
+            "certmon_kafka_partitions_held",
+            "1 while an assigned input partition is held: its checkpoint was refused or "
+            "could not be read, so none of its records are processed (the reason is logged).",
+            ["partition"],
+            registry=registry,
+        )
+
+    def held(self, partition: int, on: bool) -> None:
+        """Mark an input partition held (its checkpoint refused) or no longer held."""
+        if on:
+            self._held.labels(partition=str(partition)).set(1)
+        else:
+            with contextlib.suppress(KeyError):
+                self._held.remove(str(partition))
 
     def connected(self, up: bool) -> None:
         """Set whether the consumer loop runs against the broker."""

@@ -51,16 +51,20 @@ CONFLICT = "suite_partition_conflict"
 def record_suite(raw: bytes | None) -> str | None:
     """Return the ``suite`` of a raw JSON event, or None when it has none (or is not JSON).
 
+    Any record, however malformed or deeply nested, gives None rather than an exception:
+    the engine then dead-letters it with its reason.
+
     Examples
     --------
     >>> record_suite(b'{"suite": "qa", "x": 1}'), record_suite(b"{"), record_suite(None)
     ('qa', None, None)
+    >>> record_suite(b"[" * 100_000)  # RecursionError in json.loads: None, not a crash
     """
     if not raw:
         return None
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except Exception:  # ValueError, UnicodeDecodeError, RecursionError (deep nesting), ...
         return None
     suite = doc.get("suite") if isinstance(doc, dict) else None
     return suite if isinstance(suite, str) else None
@@ -188,8 +192,11 @@ class SuiteFence:
         for name in suites:
             blocked[name] = found[name]
             log.warning("suite read from a second partition; its records there are "
-                        "dead-lettered", extra={"suite": name, "partition": partition,
-                                                "owner_partition": found[name]})
+                        "dead-lettered", extra={
+                            "suite": name, "partition": partition,
+                            "owner_partition": found[name],
+                            "hint": "key every producer by suite with one partitioner, or set "
+                                    "[kafka] repartition = true (any producer)"})
         self.conflict_at = time.monotonic()
 
     def forget(self, partition: int) -> None:

@@ -34,16 +34,22 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from consumers.alertmanager.wiring import take_over
-from consumers.kafka.clients import kafka_outputs_wanted, make_consumer, open_sinks, open_store
+from consumers.kafka.clients import (
+    engine_read_kwargs,
+    kafka_outputs_wanted,
+    make_consumer,
+    open_sinks,
+    open_store,
+)
 from consumers.kafka.fetcher import FetchProcess, group_busy
+from consumers.kafka.health import BrokerCheck, EndOffsetProbe, ProgressLog, update_lag
+from consumers.kafka.held import HeldPartitions
 from consumers.kafka.lifecycle import (
     RebalanceStalled,
     ShutdownBudget,
     StartupTimeout,
     StopRequested,
     check_startup,
-    close_outputs,
     log_loop_failure,
     rebalance_limit_s,
     startup_bootstrap_ms,
@@ -51,12 +57,15 @@ from consumers.kafka.lifecycle import (
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
 from consumers.kafka.partitions import PartitionWorker, process_records, write_checkpoints
+from consumers.kafka.rebalance import RebalanceCallbacks
+from consumers.kafka.repartition import Repartitioner
 from consumers.kafka.retries import RecordFailed, log_failure
 from consumers.kafka.sinks import KafkaOutputs, ProduceError
-from consumers.kafka.state import merge_state_views, partition_key
+from consumers.kafka.state import merge_state_views
+from consumers.kafka.stopping import StopSequence
 from monitor.checkpoint import CheckpointStore
 from monitor.config.kafka import kafka_config_of
-from monitor.errors import CertmonError, CheckpointError
+from monitor.errors import CheckpointError
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
@@ -71,7 +80,7 @@ log = logging.getLogger("certmon.kafka")
 __all__ = ["KafkaRunner"]
 
 
-class KafkaRunner:
+class KafkaRunner(RebalanceCallbacks, StopSequence):
     """Consume, process, checkpoint; see the module docstring for the protocol.
 
     Parameters
@@ -107,15 +116,25 @@ class KafkaRunner:
         self._fetcher: FetchProcess | None = None
         self._lock = threading.RLock()
         self._ready = False
+        self._ckpt_failed = False  # the last checkpoint attempt failed
         self._discard_on_revoke = False
         self._took_over = False
         self._fence = SuiteFence(self.metrics, ops, self.kafka.dead_letter_max_raw_bytes)
+        self.held = HeldPartitions(self.metrics)  # partitions whose checkpoint was refused
+        self._broker = BrokerCheck(
+            EndOffsetProbe(self.kafka.client_kwargs(), self.kafka.client_id,
+                           self.kafka.topics.events), self.kafka.health_check_seconds)
+        self._progress = ProgressLog(self.kafka.progress_log_seconds)
+        self._views: dict[bool, dict[str, Any]] = {}  # the last state views (see state_view)
         self._joined = False  # a group assignment was received (the brokers were reached)
         self._revoked_at: float | None = None  # a revocation not yet followed by an assignment
         self._budget = ShutdownBudget()
         self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
         self.final_view: dict[str, Any] | None = None
-        self.events_topic = self.kafka.topics.events
+        self.events_topic = self.kafka.engine_topics()[0]  # names the checkpoint keys
+        self._repartitioner: Repartitioner | None = None
+
+    SCRAPE_WAIT_S = 2.0  # longest a scrape waits for the engines' lock
 
     # ------------------------------------------------------------------ public views
 
@@ -123,20 +142,28 @@ class KafkaRunner:
         """Readiness: connected, partitions restored, last checkpoint written, no conflict.
 
         A suite read from a second partition makes it False for ``SuiteFence.UNREADY_S``
-        after its last record there.
+        after its last record there; a failed broker check (:mod:`consumers.kafka.health`)
+        until a check succeeds.
         """
-        return self._ready and not self._fence.recent()
+        return self._ready and self._broker.reachable and not self._fence.recent()
 
     def state_view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return the merged ``state_view(shown_only)`` of the engines this process owns now.
 
         A suite held by two engines (restored from two partitions' checkpoints) keeps the
         lowest partition's view: a scrape never fails (see :mod:`consumers.kafka.ownership`).
+        A scrape is never held by a long checkpoint or flush: after ``SCRAPE_WAIT_S`` it gets
+        the last view computed (empty before the first).
         """
-        with self._lock:
+        if not self._lock.acquire(timeout=self.SCRAPE_WAIT_S):
+            return self._views.get(shown_only, merge_state_views([], strict=False))
+        try:
             views = [self._workers[p].engine.state_view(shown_only)
                      for p in sorted(self._workers)]
-        return merge_state_views(views, strict=False)
+        finally:
+            self._lock.release()
+        view = self._views[shown_only] = merge_state_views(views, strict=False)
+        return view
 
     def assigned_partitions(self) -> list[int]:
         """Input partitions owned now."""
@@ -161,80 +188,16 @@ class KafkaRunner:
             self._store = open_store(self.config, k, startup_bootstrap_ms(k, started))
         self._consumer = self._make_consumer(startup_bootstrap_ms(k, started))
         if k.fetch_process and self._fetcher is None:
-            self._fetcher = FetchProcess(k.client_kwargs(), k.client_id, k.batch_size,
-                                         k.poll_timeout_ms)
-
-    def _sync_fetcher(self, consumer: KafkaConsumer) -> None:
-        if self._fetcher is not None:
-            self._fetcher.follow(consumer, {p: w.offsets for p, w in self._workers.items()})
+            self._fetcher = FetchProcess({**k.client_kwargs(), **engine_read_kwargs(k)},
+                                         k.client_id, k.batch_size, k.poll_timeout_ms)
+        if k.repartition and self._repartitioner is None:
+            self._repartitioner = Repartitioner(k)
+            self._repartitioner.start()
 
     def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
         return make_consumer(self.kafka, self._on_assigned, self._on_revoked, self._drop,
                              bootstrap_timeout_ms)
-
-    # ------------------------------------------------------------------ rebalance callbacks
-
-    def _require_consumer(self) -> Any:
-        if self._consumer is None:
-            raise RuntimeError("the Kafka consumer is used before it was opened")
-        return self._consumer
-
-    def _require_store(self) -> CheckpointStore:
-        if self._store is None:
-            raise RuntimeError("the checkpoint store is used before it was opened")
-        return self._store
-
-    def _on_assigned(self, assigned: Any) -> None:
-        consumer = self._require_consumer()
-        store = self._require_store()
-        self._joined = True
-        self._revoked_at = None
-        by_partition: dict[int, list[TopicPartition]] = {}
-        for tp in assigned:
-            by_partition.setdefault(tp.partition, []).append(tp)
-        with self._lock:
-            for p, tps in sorted(by_partition.items()):
-                worker = self._workers.get(p)
-                if worker is None:
-                    worker = self._workers[p] = PartitionWorker.open(
-                        self.config, p, store, partition_key(self.events_topic, p),
-                        self.kafka.checkpoint_max_bytes, self.kafka.max_record_attempts)
-                worker.seek(consumer, tps)
-                self.metrics.suites_seen(worker.engine.suites)  # restored suites: at 0
-            self.metrics.assigned(len(self._workers))
-            self._sync_fetcher(consumer)
-        log.info("partitions assigned", extra={"partitions": sorted(by_partition)})
-        if not self._took_over and self._workers and "alerts" in self._sinks:
-            # First non-empty assignment: start pushing and take over the alerts a previous
-            # process had active (later rebalances do not; see consumers.alertmanager.wiring).
-            self._took_over = True
-            take_over(self._sinks["alerts"], self.state_view())
-
-    def _on_revoked(self, revoked: Any) -> None:
-        self._revoked_at = time.monotonic()
-        if self._discard_on_revoke:
-            self._drop(revoked)
-            return
-        parts = sorted({tp.partition for tp in revoked})
-        with self._lock:
-            workers = [self._workers[p] for p in parts if p in self._workers]
-            try:
-                write_checkpoints(workers, self._sinks.values(), self.ops)
-            except (CertmonError, OSError) as exc:  # next owner restores the older checkpoint
-                log.warning("final checkpoint failed", extra={"error": repr(exc)})
-        self._drop(revoked)
-        log.info("partitions revoked", extra={"partitions": parts})
-
-    def _drop(self, tps: Any) -> None:
-        with self._lock:
-            for tp in tps:
-                self._workers.pop(tp.partition, None)
-                self._fence.forget(tp.partition)
-                self.metrics.forget(tp.topic, tp.partition)
-            self.metrics.assigned(len(self._workers))
-            if self._consumer is not None:
-                self._sync_fetcher(self._consumer)
 
     # ------------------------------------------------------------------ processing
 
@@ -257,6 +220,7 @@ class KafkaRunner:
             if fenced_to is not None:  # a batch may end with fenced records
                 worker.offsets[tp.topic] = max(worker.offsets.get(tp.topic, 0), fenced_to)
             self.metrics.consumed(tp.topic, tp.partition, n)
+            self._progress.add(n)
             if self.ops is not None:
                 self.ops.events_received(n)
             if len(worker.engine.suites) > known:  # new suites: their conflict counter at 0
@@ -288,14 +252,16 @@ class KafkaRunner:
         self._fence.block(worker.partition, suites, found)
         self._rewind_partition(worker)
 
-    def _update_lag(self, consumer: KafkaConsumer) -> None:
-        fetcher = self._fetcher
-        for tp in consumer.assignment():
-            worker = self._workers.get(tp.partition)
-            high = (consumer.highwater(tp) if fetcher is None
-                    else fetcher.highwaters.get((tp.topic, tp.partition)))
-            if worker is not None and high is not None and tp.topic in worker.offsets:
-                self.metrics.lag(tp.topic, tp.partition, high - worker.offsets[tp.topic])
+    def _check_health(self, consumer: KafkaConsumer) -> None:
+        """Lag, the active broker check, and the periodic progress line."""
+        lag = update_lag(self.metrics, consumer, self._workers, self._fetcher)
+        changed = self._broker.changed()
+        if changed is not None:
+            self._connected(changed)
+        if self._progress.due():
+            self._progress.emit(partitions=sorted(self._workers), lag=lag,
+                                held=sorted(self.held.reasons()),
+                                kafka_reachable=self._broker.reachable)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -305,6 +271,9 @@ class KafkaRunner:
 
         now = time.monotonic()
         k = self.kafka
+        if self._fenced(consumer):  # evicted: the partitions' new owner writes them now
+            self._ready = False
+            return
         with self._lock:
             due = [
                 w
@@ -316,15 +285,17 @@ class KafkaRunner:
             except ProduceError as exc:
                 log.warning("output delivery failed; rewinding", extra={"error": str(exc)})
                 self._rewind(consumer)
-                self._ready = False
+                self._ready, self._ckpt_failed = False, True
                 return
             except CheckpointError as exc:
                 log.warning("checkpoint failed; will retry", extra={"error": str(exc)})
                 for w in due:
                     w.last_checkpoint = now
-                self._ready = False
+                self._ready, self._ckpt_failed = False, True
                 return
-        self._ready = True
+        if commits:
+            self._ckpt_failed = False
+        self._ready = not self._ckpt_failed  # after a failure: until a checkpoint is written
         if commits:
             try:
                 wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
@@ -362,8 +333,9 @@ class KafkaRunner:
                     self.connecting = False
                 consumer = self._require_consumer()
                 self._revoked_at = None
+                self._broker.start()
                 log.info("consumer started", extra={"kafka": self.kafka.redacted()})
-                self._connected(True)
+                self._connected(self._broker.report())  # reached, unless a check says not
                 progressed = False
                 while not stop.is_set():
                     fetcher = self._fetcher
@@ -395,11 +367,14 @@ class KafkaRunner:
                     if not connected_once:
                         check_startup(self.kafka, started, "no partition assignment from the group")
                     self._check_rebalance()
-                    self._update_lag(consumer)
-                    self._maybe_checkpoint(consumer)
+                    self._retry_held(consumer)
+                    self._check_health(consumer)
+                    if self._broker.reachable:  # else a write could only time out
+                        self._maybe_checkpoint(consumer)
                 self.begin_shutdown()
                 self._close_consumer(clean=True)
             except StartupTimeout:
+                self._stop_stages()
                 self._close_consumer(clean=False)
                 self.close()
                 raise
@@ -418,6 +393,7 @@ class KafkaRunner:
                     if not stop.wait(max(0.0, min(backoff, left))):
                         check_startup(self.kafka, started, reason)
                 backoff = min(backoff * 2, self.kafka.retry_backoff_max_seconds)
+        self._stop_stages()
         self._connected(False)
         self.close()
 
@@ -437,42 +413,3 @@ class KafkaRunner:
         self.metrics.connected(up)
         if self.ops is not None:
             self.ops.set_up(up)
-
-    def _close_consumer(self, clean: bool) -> None:
-        consumer, self._consumer = self._consumer, None
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close()
-        if consumer is None:
-            return
-        try:
-            if clean:
-                self._maybe_checkpoint(consumer, force=True)
-                self.final_view = self.state_view()
-            self._discard_on_revoke = True
-            with self._lock:
-                self._workers.clear()
-                self.metrics.assigned(0)
-        finally:
-            try:
-                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
-                consumer.close(timeout_ms=int(1000 * wait))
-            except Exception as exc:
-                log.info("consumer close failed", extra={"error": repr(exc)})
-
-    def begin_shutdown(self) -> None:
-        """Start the shutdown budget: later flushes, saves and closes share it."""
-        budget = self.kafka.shutdown_timeout_seconds
-        if not self._budget.begin(budget):
-            return
-        if self._outputs is not None:
-            self._outputs.bound(budget / 3)
-        store = getattr(self._store, "inner", self._store)  # under an AuthenticatedStore
-        if store is not None and hasattr(store, "timeout"):
-            store.timeout = budget / 3
-
-    def close(self) -> None:
-        """Flush and close sinks, the producer and the checkpoint store."""
-        self.begin_shutdown()
-        close_outputs(self._sinks.values(), self._outputs, self._store, self._budget)
-        log.info("stopped")

@@ -247,6 +247,12 @@ class KafkaTopicSink:
         self.flush()
 
 
+# Longest a flush of the outputs waits for acknowledgements (it holds the consumer loop): past
+# it the flush fails, nothing is checkpointed and the partitions rewind (outputs are
+# at-least-once with deterministic ids, so a record still in flight may arrive twice).
+FLUSH_TIMEOUT_S = 15.0
+
+
 class KafkaOutputs:
     """The shared producer plus the alerts / requests / dead-letters sinks.
 
@@ -297,6 +303,7 @@ class KafkaOutputs:
         self.requests = KafkaTopicSink(self.producer, topics.requests, failures=self.failures,
                                        undeliverable=self.undeliverable,
                                        fallback=self.dead_letters)
+        self.bound(FLUSH_TIMEOUT_S)
 
     def sink_for(self, name: str) -> KafkaTopicSink:
         """Return the sink for ``"alerts"``, ``"requests"`` or ``"dead_letters"``."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from consumers.kafka.clients import ignored_settings
 from consumers.kafka.lifecycle import StartupTimeout, StopRequested
 from consumers.kafka.ownership import CONFLICT
 from consumers.kafka.retries import PROCESSING_FAILED
@@ -72,6 +73,9 @@ def run_kafka(
     )
 
     configure_json_logging()
+    ignored = ignored_settings(config)
+    if ignored:  # a setting that does nothing in this mode is never silent
+        log.warning("settings ignored by the Kafka source", extra={"settings": ignored})
     ops = OperationalMetrics(registry, extra_reasons=SOURCE_REJECTION_REASONS)
     runner = KafkaRunner(config, registry, ops=ops)
     if started is not None:

@@ -69,6 +69,11 @@ class KafkaTopics(BaseModel):
     checkpoints: str = Field(
         "certmon.checkpoints.v1",
         description="Compacted topic of the checkpoints (`checkpoint_store = \"kafka\"`).")
+    repartition: str = Field(
+        default="certmon.eval-events-by-suite.v1",
+        description="Internal topic of [kafka] repartition = true: every input record "
+                    "re-keyed by suite, on the partition certmon's own partitioner gives the "
+                    "suite (events_partitions partitions, created with the other topics).")
 
     @field_validator("*")
     @classmethod
@@ -194,10 +199,28 @@ class KafkaConfig(BaseModel):
         default=30.0, gt=0,
         description="Longest wait, in seconds, between two reconnection attempts after the "
         "consumer loop fails (the wait doubles from 0.5 s up to this).")
+    health_check_seconds: float = Field(
+        default=5.0, gt=0, le=10,
+        description="Seconds between active broker checks (a bounded ListOffsets request on "
+                    "the events topic, also bounded by this many seconds); one failed check "
+                    "sets certmon_up and certmon_kafka_connected to 0 and /readyz to 503 "
+                    "until a check succeeds, so an outage shows within twice this time.")
+    progress_log_seconds: float = Field(
+        default=60.0, ge=0,
+        description="Seconds between progress log lines (records processed, partitions "
+                    "owned and held, lag, broker reachability); 0 turns them off.")
     create_topics: bool = Field(
         True,
         description="Create the missing certmon topics at start (existing topics are left "
         "alone).")
+    repartition: bool = Field(
+        default=False,
+        description="Regroup the input by suite before the engines, as Kafka Streams' "
+                    "repartition topics do: a stage reads the input topics (any producer, any "
+                    "partitioner, keyed or not) and writes every record, in Kafka "
+                    "transactions, to topics.repartition on the partition of its suite; the "
+                    "engines read that topic (read_committed). Off: the input must be keyed "
+                    "by suite with one partitioner (a suite on two partitions is fenced).")
     events_partitions: int = Field(
         default=6, gt=0,
         description="Partitions of the input topics when certmon creates them (> 0); the "
@@ -257,6 +280,16 @@ class KafkaConfig(BaseModel):
         if self.sasl_mechanism is None and self.security_protocol.startswith("SASL"):
             raise ValueError(f"kafka.sasl_mechanism is required with {self.security_protocol}")
         return self
+
+    def engine_topics(self) -> list[str]:
+        """Return the topics the engines' consumer group reads.
+
+        Examples
+        --------
+        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=True).engine_topics()
+        (['certmon.eval-events.v1'], ['certmon.eval-events-by-suite.v1'])
+        """
+        return [self.topics.repartition] if self.repartition else self.topics.input_topics()
 
     def bootstrap_list(self) -> list[str]:
         """Return the bootstrap servers as a list of ``host:port`` strings."""

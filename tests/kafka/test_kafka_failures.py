@@ -68,15 +68,24 @@ def test_group_rebalance_join_and_leave(
     a, b = setup.start("a"), setup.start("b")
     a.wait_log("partitions assigned", timeout=60)
     b.wait_log("partitions assigned", timeout=60)
-    stream = setup.trickle(records)  # membership changes while the stream flows
-    time.sleep(0.8)
+    # Membership changes while the stream flows, paced by the changes themselves (not by a
+    # sleep a loaded machine can outlast): each change starts while a third of the stream is
+    # being produced, and waits for the group before the next third.
+    third = n // 3
+    stream = setup.trickle(records[:third])
     c = setup.start("c")  # a third member joins mid-stream
-    c.wait_log("partitions assigned", timeout=60)
-    time.sleep(0.5)
-    assert a.terminate() == 0  # one leaves mid-stream
-    if kafka_broker.kind != "tansu":  # Tansu's slow group join outlasts the stream
-        assert stream.is_alive(), "stream ended before the membership changes"
+    c.wait_log("partitions assigned", timeout=90)
     stream.join(120)
+    assert not stream.is_alive()
+    stream = setup.trickle(records[third:2 * third])
+    before = b.count_in_log("partitions assigned")
+    assert a.terminate() == 0  # one leaves mid-stream
+    b.wait_log("partitions assigned", timeout=90, count=before + 1)  # a's partitions move
+    stream.join(120)
+    assert not stream.is_alive()
+    stream = setup.trickle(records[2 * third:])
+    stream.join(120)
+    assert not stream.is_alive()
     setup.wait_caught_up(procs=[b, c])
     assert b.terminate() == 0 and c.terminate() == 0
     assert sum(p.count_in_log("partitions assigned") for p in (a, b, c)) >= 4

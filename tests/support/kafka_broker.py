@@ -87,8 +87,11 @@ def default_cache_dir() -> Path:
 
     Examples
     --------
-    >>> default_cache_dir().name
-    'kafka'
+    >>> import os
+    >>> expected = os.environ.get("CERTMON_KAFKA_CACHE") or str(
+    ...     Path.home() / ".cache" / "certmon" / "kafka")
+    >>> str(default_cache_dir()) == expected
+    True
     """
     env = os.environ.get("CERTMON_KAFKA_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "certmon" / "kafka"

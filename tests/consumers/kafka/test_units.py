@@ -13,6 +13,7 @@ from kafka.structs import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.checkpoints import KafkaTopicStore, chunk_key, split_chunks
+from consumers.kafka.health import update_lag
 from consumers.kafka.lifecycle import RebalanceStalled, rebalance_limit_s
 from consumers.kafka.logs import JsonFormatter, configure_json_logging
 from consumers.kafka.sinks import KafkaTopicSink, ProduceError
@@ -263,7 +264,7 @@ def test_runner_assign_process_checkpoint_restore(tmp_path: Path) -> None:
     assert sinks["alerts"].records, "certified alert expected"
     assert sinks["dead_letters"].records[0]["source"] == {
         "kind": "kafka", "topic": TOPIC, "partition": 0, "offset": 40}  # fmt: skip
-    runner._update_lag(consumer)  # type: ignore[arg-type]
+    update_lag(runner.metrics, consumer, runner._workers, runner._fetcher)
     runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
     assert consumer.commits and consumer.commits[-1][tp0].offset == 41
     ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), partition_key(TOPIC, 0))
