@@ -41,6 +41,7 @@ ALERT_KINDS: Final = (
     "certified",
     "violated",
     "certificate_lost",
+    "certificate_withdrawn",
     "regression",
     "improvement",
     "judge_drift",

@@ -9,7 +9,7 @@ import pytest
 from monitor.alerts import alert_id
 from monitor.audit import is_audited
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
-from monitor.config import CertmonConfig
+from monitor.config import CertmonConfig, parse_config
 from monitor.engine import Engine
 from monitor.errors import CheckpointError
 from monitor.label_requests import label_request_id
@@ -592,3 +592,36 @@ def test_process_batch_equals_process(sizes: list[int]) -> None:
         k += 1
     assert got == expected
     assert eng.state_view() == ref.state_view() and eng.snapshot() == ref.snapshot()
+
+
+def test_e_bh_withdrawal_emits_an_alert() -> None:
+    """Issue 26, finding 4: e-BH may stop selecting a certified member; that is never silent."""
+    cfg = parse_config("""
+[[suites]]
+name = "s"
+models = ["a", "b"]
+multiplicity = "e_bh"
+[[suites.certificates]]
+name = "r"
+alpha = 0.3
+delta = 0.1
+methods = ["r_eval"]
+""")
+    eng = Engine(cfg)
+    seen: list[tuple[str, str]] = []
+    i = 0
+    for model, losses in (("a", [0.0] * 12), ("b", [0.0] * 30), ("b", [1.0] * 40)):
+        for loss in losses:
+            i += 1
+            for t in ("judge", "label"):
+                raw = json.dumps({"type": t, "event_id": f"{t}{i}", "suite": "s", "model": model,
+                                  "example_id": f"x{i}", "loss": loss, "ts": i,
+                                  **({"audit": True} if t == "judge" else {})}).encode()
+                for a in eng.process(raw).alerts:
+                    seen.append((a["model"], a["kind"]))
+                    if a["kind"] == "certificate_withdrawn":
+                        assert a["evidence"]["multiplicity"] == "e_bh"
+                        assert a["evidence"]["verdict"] == "pending"
+    assert ("a", "certified") in seen and ("a", "certificate_withdrawn") in seen
+    a = eng.state_view()["suites"]["s"]["models"]["a"]["certificates"]["r"]["methods"]["r_eval"]
+    assert a["status"] == "pending"

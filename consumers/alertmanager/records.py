@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "certified": ("CertmonCertificateCertified", "info", "state"),
     "violated": ("CertmonCertificateViolated", "critical", "state"),
     "certificate_lost": ("CertmonCertificateLost", "critical", "state"),
+    "certificate_withdrawn": ("CertmonCertificateWithdrawn", "warning", "once"),
     "regression": ("CertmonRegression", "warning", "once"),
     "improvement": ("CertmonImprovement", "info", "once"),
     "judge_drift": ("CertmonJudgeDrift", "warning", "once"),
@@ -53,6 +54,10 @@ RUNBOOK = {
     "certified": "No action needed: the model meets the certificate. Keep monitoring for drift.",
     "violated": "Treat as a confirmed quality regression: roll back or gate the model.",
     "certificate_lost": "Look for drift around the time of change; roll back or re-certify.",
+    "certificate_withdrawn": "e-BH (multiplicity = e_bh) no longer selects this certificate at "
+                             "the suite's current e-values: treat the model as not certified "
+                             "until it is certified again (the FDR bound covers the certified "
+                             "set at every time, not one certification forever).",
     "regression": "Check the change round against deploys and traffic changes; the new epoch "
                   "shows whether the model is violated.",
     "improvement": "The risk went back below alpha: the violated epoch ended; a new epoch must "

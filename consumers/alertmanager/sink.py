@@ -79,7 +79,8 @@ def has_userinfo(url: str) -> bool:
     return "@" in urllib.parse.urlsplit(url).netloc
 
 
-_ENDS_STATE = frozenset({"improvement"})  # kinds that end the certificate's current state
+# kinds that end the certificate's current state
+_ENDS_STATE = frozenset({"improvement", "certificate_withdrawn"})
 _MIN_LIFETIME = 3600.0  # seconds an active alert outlives a silent certmon by default
 
 

@@ -3,7 +3,8 @@
 After every round, :class:`StatusBook` moves each *effective* status (what STATE.json, metrics
 and alerts show) to what the suite's multiplicity rule says (:func:`monitor.state.family.
 target_statuses`), emits ``certified`` / ``violated`` / ``certificate_lost`` alerts for each
-certificate's primary method, and lets the change detectors act
+certificate's primary method (and ``certificate_withdrawn`` when e-BH stops selecting a
+certified member), and lets the change detectors act
 (:func:`monitor.state.lifecycle.act_on_detectors`: regression, improvement, judge drift).
 
 Examples
@@ -33,7 +34,7 @@ from monitor.state.family import target_statuses
 from monitor.state.lifecycle import act_on_detectors
 from monitor.state.model import ModelState
 from monitor.state.prototypes import threshold_delta
-from monitor.state.views import alert_evidence
+from monitor.state.views import alert_evidence, withdrawal_evidence
 
 __all__ = ["StatusBook"]
 
@@ -120,6 +121,7 @@ class StatusBook:
         """Move one effective status to ``new``; alerts for the certificate's primary method."""
         eff = m.effective[(cert, meth)]
         rounds = m.counts["rounds"]
+        old = eff.status
         eff.status = new
         eff.changed_ts = ts if math.isfinite(ts) else None
         kinds: list[str] = []
@@ -134,10 +136,14 @@ class StatusBook:
             kinds.append("violated")
             if eff.ever_certified:
                 kinds.append("certificate_lost")
+        elif old == "certified":  # e-BH no longer selects it (the family rule's withdrawal)
+            kinds.append("certificate_withdrawn")
         if meth != self._primary[cert]:
             return
+        rule = self._config.multiplicity
         for kind in kinds:
-            alerts.append(
-                make_alert(kind, self._suite, m.name, cert, meth, rounds, ts,
-                           alert_evidence(m, cert, meth, kind, self._config.multiplicity))
-            )
+            evidence = (withdrawal_evidence(m, cert, meth, rule)
+                        if kind == "certificate_withdrawn"
+                        else alert_evidence(m, cert, meth, kind, rule))
+            alerts.append(make_alert(kind, self._suite, m.name, cert, meth, rounds, ts,
+                                     evidence))

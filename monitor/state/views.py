@@ -24,7 +24,7 @@ from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.verdict import verdict_bound
 
 __all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence",
-           "label_fields", "model_view", "verdict_fields"]
+           "label_fields", "model_view", "verdict_fields", "withdrawal_evidence"]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -90,6 +90,29 @@ def alert_evidence(
         "alpha": mon.alpha,
         "delta": mon.delta,
         "threshold_delta": mon.threshold_delta,
+        "multiplicity": multiplicity,
+        "epoch": m.epochs[cert].number,
+    }
+
+
+def withdrawal_evidence(m: ModelState, cert: str, meth: str, multiplicity: str
+                        ) -> dict[str, Any]:
+    """Evidence of a ``certificate_withdrawn`` alert (e-BH no longer selects the certificate).
+
+    Under ``multiplicity = "e_bh"`` the certified set is recomputed from the family's current
+    certify e-values after every round; the false-discovery bound holds for the set at every
+    time, so a member can leave it. States the member's current certify log e-value.
+    """
+    mon = m.monitors[(cert, meth)]
+    return {
+        "verdict": "pending",
+        "test": "certify",
+        "log_e_value": finite_or_none(mon.log_e_certify),
+        "log_threshold": finite_or_none(mon.log_threshold),
+        "rounds": mon.rounds,
+        **label_fields(m),
+        "alpha": mon.alpha,
+        "delta": mon.delta,
         "multiplicity": multiplicity,
         "epoch": m.epochs[cert].number,
     }
