@@ -103,12 +103,21 @@ class PendingUnit:
                    rhos)
 
 
+_LOSSES: dict[float, float] = {0.0: 0.0, 1.0: 1.0}  # read-only: canonical loss objects
+
+
 def _unit(payload: Any) -> Any:
     """Return the unit key ("j"/"l" + key) of an ``ids`` entry.
 
-    Entries are ``[unit, loss]``, or the unit alone in snapshots of older versions.
+    Entries are ``(unit, loss)`` (``[unit, loss]`` once read from a snapshot), or the unit
+    alone in snapshots of older versions.
     """
-    return payload[0] if type(payload) is list else payload
+    return payload if type(payload) is str else payload[0]
+
+
+def _id_json(payload: Any) -> Any:
+    """The JSON form of an ``ids`` entry (a list, as it reads back)."""
+    return payload if type(payload) is str else [payload[0], payload[1]]
 
 
 class JoinWindow:
@@ -185,7 +194,7 @@ class JoinWindow:
             # the same content (the same unit, type and loss) is a duplicate; anything else
             # reusing the id is bad input (a snapshot of an older version kept the unit only)
             old = seen[1]
-            if old == ukey or (type(old) is list and old[0] == ukey and old[1] == loss):
+            if old == ukey or (type(old) is not str and old[0] == ukey and old[1] == loss):
                 return "event_id"
             return "event_id_conflict"
         late = False
@@ -206,7 +215,9 @@ class JoinWindow:
         tick = self.tick = self.watermark
         if tick + self._min_ttl + self._grace < self._due:
             self._due = tick + self._min_ttl + self._grace
-        ids[event_id] = (tick, [ukey, loss])  # FifoExpiringMap.put without the eviction list
+        # FifoExpiringMap.put without the eviction list; the usual losses 0 and 1 share one
+        # float object each (a tuple and no new float per id)
+        ids[event_id] = (tick, (ukey, _LOSSES.get(loss, loss)))
         order = self._order
         order.append(event_id)
         units = self.units
@@ -264,7 +275,7 @@ class JoinWindow:
     def to_dict(self) -> dict[str, Any]:
         """JSON columns of the four maps (pending units as :meth:`PendingUnit.to_list`)."""
         return {
-            "ids": self.ids.to_columns(),
+            "ids": self.ids.to_columns(_id_json),
             "pending": self.pending.to_columns(PendingUnit.to_list),
             "orphans": self.orphans.to_columns(),
             "rounded": self.rounded.to_columns(),

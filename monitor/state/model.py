@@ -151,6 +151,7 @@ class ModelState:
     epochs: dict[str, CertificateEpochs] = field(default_factory=dict)
     judge: JudgeDrift | None = None  # judge-drift detectors (None when turned off)
     order: AuditOrder = field(default_factory=AuditOrder)  # rounds in audit order
+    last_rhos: dict[str, list[float]] = field(default_factory=dict)  # see reliances()
 
     @classmethod
     def new(
@@ -209,8 +210,15 @@ class ModelState:
         return block
 
     def reliances(self) -> dict[str, list[float]]:
-        """Each certificate's ``plugin_up`` tests' reliances for a unit judged now."""
-        return {c: r for c, g in self.groups.items() if (r := g.reliances())}
+        """Each certificate's ``plugin_up`` tests' reliances for a unit judged now.
+
+        Read-only: while they do not change, every unit judged gets the same object (the
+        pending units of a model share it instead of holding a copy each).
+        """
+        now = {c: r for c, g in self.groups.items() if (r := g.reliances())}
+        if now != self.last_rhos:
+            self.last_rhos = now
+        return self.last_rhos
 
     def learn(self, human: float, judge: float, block: tuple[float, int] | None) -> None:
         """Let the reliances learn from a label that arrived, before its round is applied."""
