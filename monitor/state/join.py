@@ -116,7 +116,7 @@ def _unit(payload: Any) -> Any:
 
 
 def _id_json(payload: Any) -> Any:
-    """The JSON form of an ``ids`` entry (a list, as it reads back)."""
+    """Return the JSON form of an ``ids`` entry (a list, as it reads back)."""
     return payload if type(payload) is str else [payload[0], payload[1]]
 
 
