@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import bet_grid
-from monitor.stats.betting.plugin_round import MIN_ROUNDS
+from monitor.stats.betting.plugin_round import MIN_ROUNDS, START_VAR
 
 __all__ = ["PlugInBatch"]
 
@@ -42,8 +42,8 @@ class PlugInBatch:
     >>> b = PlugInBatch(0.3, "certify", [0.0, 0.5, 1.0], BetConfig(), reps=4)
     >>> for _ in range(40):
     ...     b.advance(np.zeros(4), np.zeros(4))
-    >>> bool((b.log_wealth > np.log(10)).all()), b.rho.tolist()
-    (True, [0.0, 0.0, 0.0, 0.0])
+    >>> bool((b.log_wealth > np.log(10)).all()), b.rho.tolist()  # the start value
+    (True, [1.0, 1.0, 1.0, 1.0])
 
     Notes
     -----
@@ -70,7 +70,10 @@ class PlugInBatch:
         self._log_prior = np.log(np.array(w))[None, :]
         self._lw = np.zeros((reps, len(lam)))
         self._sums = np.zeros((5, reps))
-        self._rho = np.full(reps, 0.0 if self._plug else float(self._grid[0]))
+        # the plug-in start (PlugInEProcess): certify, R-AutoEval until the human losses vary
+        self._start = float(self._grid.max()) if self._plug and side == "certify" else None
+        first = float(self._grid[0]) if not self._plug else (self._start or 0.0)
+        self._rho = np.full(reps, first)
         self._rounds = 0
 
     @property
@@ -125,5 +128,7 @@ class PlugInBatch:
         best = np.argmax(g, axis=1)
         ok = (e > 0.0) & (g[np.arange(g.shape[0]), best] > 0.0)
         out: Array = np.where(ok, self._grid[best], rho0)
+        if self._start is not None:
+            out = np.where(vl <= START_VAR, self._start, out)
         return out
 

@@ -25,14 +25,16 @@ from collections.abc import Sequence
 
 from monitor.stats.betting.bets import Side
 
-__all__ = ["MIN_ROUNDS", "plugin_rho", "reliance", "reliance_py", "step", "step_py",
+__all__ = ["MIN_ROUNDS", "START_VAR", "plugin_rho", "reliance", "reliance_py", "step", "step_py",
            "sum_in_order"]
 
 MIN_ROUNDS = 2
+START_VAR = 1e-12
+"""Sample variance of the human losses up to which the reliance keeps its start value."""
 
 
 def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side,
-               rhos: Sequence[float]) -> float:
+               rhos: Sequence[float], start: float | None = None) -> float:
     """Plug-in reliance for round ``t + 1`` from the running sums of ``t`` past rounds.
 
     Parameters
@@ -47,6 +49,12 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
         The test's side (sets the sign of the edge and the cap ``c / (off + rho)``).
     rhos : sequence of float
         Candidate reliances in [0, 1].
+    start : float or None
+        Reliance while the past human losses have not varied yet (fewer than 2 rounds, or all
+        equal: their sample variance is at most ``1e-12``), when nothing tells the judge's
+        quality yet. None: 0 before 2 rounds, the rule below after (the rule of
+        ``comparison``). ``PlugInEProcess`` passes the largest candidate on the certify side
+        (R-AutoEval until a human loss differs from the others; see :mod:`.plugin`).
 
     Returns
     -------
@@ -64,6 +72,9 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     >>> s = [10.0, 0.0, 10.0, -9.0, 9.0]
     >>> [round(plugin_rho(100, s, 0.12, 0.95, side, grid), 6) for side in ("certify", "violate")]
     [0.8, 1.0]
+    >>> # 50 rounds, every human loss 0: no sign of the judge's quality yet, the start value
+    >>> plugin_rho(50, [0.0, 1.0, 0.0, 0.0, 0.5], 0.12, 0.95, "certify", grid, start=1.0)
+    1.0
 
     Notes
     -----
@@ -71,10 +82,12 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     ``E[l_t + rho_t d_t | past] = E[l_t | past]`` because ``E[d_t | past] = 0``.
     """
     if t < MIN_ROUNDS:
-        return 0.0
+        return 0.0 if start is None else start
     sl, sd, sll, sld, sdd = sums
     ml, md = sl / t, sd / t
     vl = sll / t - ml * ml
+    if start is not None and vl <= START_VAR:
+        return start
     cov = sld / t - ml * md
     vd = sdd / t - md * md
     rho0 = min(1.0, max(0.0, -cov / (vd + 1e-12)))
@@ -127,10 +140,12 @@ def sum_in_order(values: list[float]) -> float:
 
 
 def reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: float,
-                 c: float, certify: bool, rhos: list[float]) -> float:
+                 c: float, certify: bool, rhos: list[float],
+                 start: float | None = None) -> float:
     """Add the round to the running sums (in place); the plug-in reliance of the next round.
 
-    ``t`` counts the rounds the sums hold with this one (the compiled reference).
+    ``t`` counts the rounds the sums hold with this one (the compiled reference); ``start``
+    as in :func:`plugin_rho`.
     """
     sums[0] += human
     sums[1] += shift
@@ -138,8 +153,8 @@ def reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: fl
     sums[3] += human * shift
     sums[4] += shift * shift
     if t < MIN_ROUNDS:
-        return 0.0
-    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos)
+        return 0.0 if start is None else start
+    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos, start)
 
 
 try:  # the compiled round (setup.py builds it when a C compiler is present): same bits
