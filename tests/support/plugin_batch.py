@@ -36,6 +36,10 @@ class PlugInBatch:
         ``rule="plugin_up"``; ``bet.c`` is the cap fraction.
     reps : int
         Number of independent streams.
+    start : float, None or "auto"
+        Reliance while the human losses have not varied (``plugin_rho``'s ``start``). "auto":
+        as ``PlugInEProcess`` (the largest candidate on the certify side, none on the violate
+        side); None: no start rule (``plugin_up`` before issue 29), for comparisons.
 
     Examples
     --------
@@ -53,7 +57,7 @@ class PlugInBatch:
     """
 
     def __init__(self, alpha: float, side: Side, rhos: Sequence[float], bet: BetConfig,
-                 reps: int) -> None:
+                 reps: int, start: float | str | None = "auto") -> None:
         if bet.rule != "plugin_up":
             raise ValueError(f"PlugInBatch needs rule 'plugin_up', got {bet.rule!r}")
         if not 0.0 < alpha < 1.0 or side not in ("certify", "violate") or reps < 1:
@@ -71,7 +75,9 @@ class PlugInBatch:
         self._lw = np.zeros((reps, len(lam)))
         self._sums = np.zeros((5, reps))
         # the plug-in start (PlugInEProcess): certify, R-AutoEval until the human losses vary
-        self._start = float(self._grid.max()) if self._plug and side == "certify" else None
+        if start == "auto":
+            start = float(self._grid.max()) if side == "certify" else None
+        self._start = float(start) if self._plug and start is not None else None
         first = float(self._grid[0]) if not self._plug else (self._start or 0.0)
         self._rho = np.full(reps, first)
         self._rounds = 0

@@ -15,10 +15,12 @@ when no candidate shows a positive edge the row uses ``rho0``. On the certify si
 starts at the largest candidate (R-AutoEval) and keeps it while the past human losses have not
 varied (all equal, typically all 0 at a low risk): until then nothing tells the judge's quality,
 and the judge's own observation ``q = l + d`` loses nothing on the first failure the judge agrees
-with (``l = f = 1``), which at ``rho = 0`` costs the large bets most of their wealth (issue 29:
-with a good judge the old start at ``rho = 0`` needed 1.37x the labels of R-AutoEval at delta
-0.1, the new one about 1.1x, and no worse elsewhere; hedging the row with fixed-weight rho = 0
-and rho = 1 rows cost their ``log(1/w)`` and measured no better). The violate side starts at
+with (``l = f = 1``), which at ``rho = 0`` costs the large bets most of their wealth. Issue 29
+(Example 1 streams, 200 runs): with a good judge (gamma 0.99) the start at ``rho = 0`` needed
+1.24x the labels of R-AutoEval at delta 0.1, this start 1.04x; at most 1.04x the better of
+R-Eval and R-AutoEval at every judge quality and delta measured; hedging the row with
+fixed-weight rho = 0 and rho = 1 rows costs their ``log(1/w)`` and measured no better, nor did
+priors over the bets that favour the cap (they lose at gamma 0.7). The violate side starts at
 ``rho = 0`` (unchanged). R-Eval and R-AutoEval are the same bettor with ``rho`` fixed at 0 and 1.
 
 The row bets with a universal portfolio over fixed bets (:func:`bet_grid`): 8 cell midpoints
