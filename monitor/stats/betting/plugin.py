@@ -21,7 +21,9 @@ with (``l = f = 1``), which at ``rho = 0`` costs the large bets most of their we
 R-Eval and R-AutoEval at every judge quality and delta measured; hedging the row with
 fixed-weight rho = 0 and rho = 1 rows costs their ``log(1/w)`` and measured no better, nor did
 priors over the bets that favour the cap (they lose at gamma 0.7). The violate side starts at
-``rho = 0`` (unchanged). R-Eval and R-AutoEval are the same bettor with ``rho`` fixed at 0 and 1.
+``rho = 0`` (unchanged), and so does a reliance learned again after a judge drift
+(:meth:`PlugInEProcess.restart_reliance`). R-Eval and R-AutoEval are the same bettor with ``rho``
+fixed at 0 and 1.
 
 The row bets with a universal portfolio over fixed bets (:func:`bet_grid`): 8 cell midpoints
 of ``(0, c / max(alpha, 1 - alpha)]`` plus a geometric (ratio sqrt 2) extension up to the
@@ -213,7 +215,12 @@ class PlugInEProcess:
         """Reliance of a round before any label: the fixed one, or the plug-in start."""
         if not self._plug:
             return self._rhos[0]
-        return 0.0 if self._start is None else self._start
+        start = self._start_now()
+        return 0.0 if start is None else start
+
+    def _start_now(self) -> float | None:
+        """Return the plug-in start in force: none after :meth:`restart_reliance`."""
+        return self._start if self._since == 0 else None
 
     def _set_rho(self, rho: float) -> None:
         self._rho = rho
@@ -318,7 +325,7 @@ class PlugInEProcess:
         self._learned += 1
         if self._plug:  # the running sums only feed the plug-in reliance
             r = reliance(self._sums, human, shift, self._learned - self._since, self._alpha,
-                          self._c, self._sgn > 0.0, self._rhos, self._start)
+                          self._c, self._sgn > 0.0, self._rhos, self._start_now())
             if r != self._rho:
                 self._set_rho(r)
 
@@ -386,8 +393,9 @@ class PlugInEProcess:
         """Forget the running sums of the plug-in reliance (after the judge drifted).
 
         The wealth is untouched; from the next round the reliance is learned again from the
-        rounds after this one (its start value until their human losses vary). Valid: the
-        reliance of every round is still fixed before the round, from past rounds only.
+        rounds after this one (rho 0 until two of them are seen: no start at R-AutoEval, the
+        judge just drifted). Valid: the reliance of every round is still fixed before the
+        round, from past rounds only.
         """
         if self._plug:
             self._sums = [0.0] * 5
@@ -463,7 +471,7 @@ class PlugInEProcess:
         ep._log_e = 0.0 if ep._rounds == 0 else ep._ref + math.log(sum_in_order(u))
         if ep._plug:
             ep._set_rho(plugin_rho(ep._learned - ep._since, sums, ep._alpha, ep._c, ep._side,
-                                   ep._rhos, ep._start))
+                                   ep._rhos, ep._start_now()))
 
     @staticmethod
     def is_state(d: dict[str, Any]) -> bool:
