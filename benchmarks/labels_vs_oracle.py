@@ -10,18 +10,21 @@ is computed exactly for these discrete losses. Rules (R-AutoEval+, 10 rhos):
 
 - ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before issue 13);
 - ``plugin_up`` (the default): plug-in reliance, universal portfolio over fixed bets, c = 0.95,
-  certify side starting at rho = 1 until the human losses vary (issue 29);
-- ``plugin_up #13``: the same before issue 29 (reliance 0 until the plug-in rule has data);
+  with the judge prior while every human loss seen was 0 (issue 29, ``plugin_rho``);
+- ``#13``: the same without the judge prior (the default before issue 29);
+- ``start 1``: a study variant of issue 29, not adopted: ``#13`` with the reliance at rho = 1
+  from the start and while the human losses have not varied;
 - ``UP``: the paper's universal portfolio over the whole bet range (``--up-grid`` cells,
   default 100 here for speed; the config default is 1000), mixture over 10 rhos;
 - ``paper fixed-n``: WSR with c = 3/4 and horizon = the clairvoyant figure (told the horizon).
 
 and R-Eval (rho = 0) for the old and the new default, divided by R-Eval's own clairvoyant
 figure; ``plus / best fixed`` divides plugin_up's median by the smaller of R-Eval's and
-R-AutoEval's (rho fixed at 0 and 1, plugin_up bets). A second table (``--stream2``) runs the
-low-risk stream (risk 0.05, alpha 0.1, gamma 0.99), also against the clairvoyant limited to the
-cap c = 0.95. A third table uses Beta losses (``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with
-probability gamma, else an independent draw; clairvoyant by Monte Carlo over 200k draws).
+R-AutoEval's (rho fixed at 0 and 1, plugin_up bets). ``--low-risk`` adds streams of the same
+form at lower risks (risk 0.05 and 0.01, alpha 0.1), also against the clairvoyant limited to the
+cap c = 0.95 (where ``start 1`` loses). A last table uses Beta losses
+(``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with probability gamma, else an independent draw;
+clairvoyant by Monte Carlo over 200k draws).
 With matplotlib installed it writes ``deploy/img/labels_vs_oracle.png``.
 
 Run: ``python benchmarks/labels_vs_oracle.py`` (about 3-5 minutes on 2 busy cores);
@@ -133,9 +136,12 @@ def first_cross(log_e: np.ndarray, thr: float, t: int, out: np.ndarray) -> None:
 
 
 def run_plugin(data: Data, rhos: list[float], thrs: list[float], alpha: float = ALPHA,
-               start: float | str | None = "auto") -> list[np.ndarray]:
+               variant: str = "") -> list[np.ndarray]:
+    """Crossing rounds of plugin_up; ``variant`` "#13" or "start 1" (see the module doc)."""
     h, d = data
-    b = PlugInBatch(alpha, "certify", rhos, BetConfig(), h.shape[1], start=start)
+    b = PlugInBatch(alpha, "certify", rhos, BetConfig(), h.shape[1],
+                    judge_prior=False if variant else None,
+                    start=1.0 if variant == "start 1" else None)
     out = [np.zeros(h.shape[1], dtype=int) for _ in thrs]
     for t in range(h.shape[0]):
         b.advance(h[t], d[t])
@@ -209,7 +215,8 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
     horizon = int(4.0 * math.log(1 / min(DELTAS)) / g_eval) + 200
     data = make(reps, horizon)
     plus = run_plugin(data, RHOS.tolist(), thrs)
-    before = run_plugin(data, RHOS.tolist(), thrs, start=None)
+    before = run_plugin(data, RHOS.tolist(), thrs, variant="#13")
+    start1 = run_plugin(data, RHOS.tolist(), thrs, variant="start 1")
     reval = run_plugin(data, [0.0], thrs)
     rauto = run_plugin(data, [1.0], thrs)
     up = run_up(data, up_cells, thrs) if with_up else [np.zeros(reps, dtype=int)] * 3
@@ -221,9 +228,10 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
         rows.append({
             "scenario": name, "gamma": gamma, "delta": dl, "oracle": oracle, "oracle0": oracle0,
             "old": median(old) / oracle, "new": median(plus[k]) / oracle,
-            "before": median(before[k]) / oracle,
+            "before": median(before[k]) / oracle, "start1": median(start1[k]) / oracle,
             "plus_vs_fixed": median(plus[k]) / min(median(reval[k]), median(rauto[k])),
             "before_vs_fixed": median(before[k]) / min(median(reval[k]), median(rauto[k])),
+            "start1_vs_fixed": median(start1[k]) / min(median(reval[k]), median(rauto[k])),
             "up": median(up[k]) / oracle if with_up else math.nan,
             "paper": median(paper) / oracle,
             "reval_old": median(old0) / oracle0, "reval_new": median(reval[k]) / oracle0,
@@ -239,37 +247,52 @@ def fmt(v: object) -> str:
 
 def print_table(title: str, rows: list[dict[str, object]]) -> None:
     print(f"\n### {title}\n")
-    print("| gamma | delta | clairvoyant (R-Eval) | old default | plugin_up #13 | **plugin_up** | "
+    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | #13 | start 1 | "
           "UP | paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
-          "plus / paper | #13 / best fixed | **plus / best fixed** |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "plus / paper | **plus / best fixed** | #13 / best fixed | start 1 / best fixed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['gamma']} | {r['delta']} | {r['oracle']:.0f} ({r['oracle0']:.0f}) | "
-              f"{r['old']:.2f}x | {r['before']:.2f}x | **{r['new']:.2f}x** | {fmt(r['up'])} | "
+              f"{r['old']:.2f}x | **{r['new']:.2f}x** | {r['before']:.2f}x | "
+              f"{r['start1']:.2f}x | {fmt(r['up'])} | "
               f"{r['paper']:.2f}x | {r['reval_old']:.2f}x | **{r['reval_new']:.2f}x** | "
               f"{r['plus_vs_reval']:.2f} | {r['new_vs_paper']:.2f} | "
-              f"{r['before_vs_fixed']:.2f} | **{r['plus_vs_fixed']:.2f}** |")
+              f"**{r['plus_vs_fixed']:.2f}** | {r['before_vs_fixed']:.2f} | "
+              f"{r['start1_vs_fixed']:.2f} |")
 
 
-def stream2(reps: int, seed: int) -> None:
-    """Risk 0.05, alpha 0.1, gamma 0.99: labels / clairvoyant (whole range and capped at 0.95)."""
-    risk, alpha, gamma = 0.05, 0.1, 0.99
-    q = lambda rho: example1_q(gamma, rho, risk)  # noqa: E731
-    gb, g0 = clairvoyant_growth(q, alpha)
-    gc, _ = clairvoyant_growth(q, alpha, 0.95)
+LOW_RISK = ((0.05, 0.1, 0.99), (0.01, 0.1, 0.99), (0.01, 0.1, 0.7),
+            (0.02, 0.3, 0.9))  # risk, alpha, gamma
+
+
+def low_risk(reps: int, seed: int) -> None:
+    """Labels / clairvoyant (whole range; capped at c = 0.95) and / the better fixed reliance."""
     thrs = [math.log(1 / dl) for dl in DELTAS]
-    data = example1_data(gamma, reps, int(4.0 * thrs[-1] / g0) + 200, seed, risk)
-    runs = {"plugin_up": run_plugin(data, RHOS.tolist(), thrs, alpha),
-            "plugin_up #13": run_plugin(data, RHOS.tolist(), thrs, alpha, start=None),
-            "R-AutoEval": run_plugin(data, [1.0], thrs, alpha)}
-    print(f"\n### Risk 0.05, alpha 0.1, gamma 0.99, certify side, {reps} repetitions (median labels"
-          " / clairvoyant; / clairvoyant with bets capped at c = 0.95)\n")
-    print("| delta | clairvoyant (capped) | " + " | ".join(runs) + " |")
-    print("|---|---|" + "---|" * len(runs))
-    for k, dl in enumerate(DELTAS):
-        o, oc = thrs[k] / gb, thrs[k] / gc
-        cells = [f"{median(v[k]) / o:.2f}x ({median(v[k]) / oc:.2f}x)" for v in runs.values()]
-        print(f"| {dl} | {o:.0f} ({oc:.0f}) | " + " | ".join(cells) + " |")
+    print(f"\n### Lower risks, certify side, {reps} repetitions (median labels / clairvoyant "
+          "(/ clairvoyant with bets capped at c = 0.95); [/ the better of R-Eval and "
+          "R-AutoEval])\n")
+    print("| risk | alpha | gamma | delta | clairvoyant (capped) | **plugin_up** | #13 | start 1 | "
+          "R-Eval | R-AutoEval |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for i, (risk, alpha, gamma) in enumerate(LOW_RISK):
+        def q(rho: float, g: float = gamma, rk: float = risk) -> tuple[np.ndarray, np.ndarray]:
+            return example1_q(g, rho, rk)
+
+        gb, g0 = clairvoyant_growth(q, alpha)
+        gc, _ = clairvoyant_growth(q, alpha, 0.95)
+        data = example1_data(gamma, reps, int(4.0 * thrs[-1] / g0) + 200, seed + i, risk)
+        runs = [run_plugin(data, RHOS.tolist(), thrs, alpha),
+                run_plugin(data, RHOS.tolist(), thrs, alpha, "#13"),
+                run_plugin(data, RHOS.tolist(), thrs, alpha, "start 1"),
+                run_plugin(data, [0.0], thrs, alpha), run_plugin(data, [1.0], thrs, alpha)]
+        for k, dl in enumerate(DELTAS):
+            o, oc = thrs[k] / gb, thrs[k] / gc
+            fixed = min(median(runs[3][k]), median(runs[4][k]))
+            cells = [f"{median(v[k]) / o:.2f}x ({median(v[k]) / oc:.2f}x) "
+                     f"[{median(v[k]) / fixed:.2f}]" for v in runs]
+            cells[0] = f"**{cells[0]}**"
+            print(f"| {risk} | {alpha} | {gamma} | {dl} | {o:.0f} ({oc:.0f}) | "
+                  + " | ".join(cells) + " |")
 
 
 def plot(rows: list[dict[str, object]], path: Path) -> bool:
@@ -313,8 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--quick", action="store_true", help="40 repetitions, no Beta table")
     ap.add_argument("--no-beta", action="store_true", help="skip the Beta table")
-    ap.add_argument("--stream2", action="store_true",
-                    help="also the low-risk stream (risk 0.05, alpha 0.1, gamma 0.99)")
+    ap.add_argument("--low-risk", action="store_true",
+                    help="also streams at risk 0.05 and 0.01 (alpha 0.1)")
     ap.add_argument("--png", type=Path,
                     default=Path(__file__).resolve().parents[1] / "deploy/img/labels_vs_oracle.png")
     args = ap.parse_args(argv)
@@ -328,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                          gb, g0, reps, args.up_grid, True)
     print_table(f"Example 1, Bernoulli losses, certify side, {reps} repetitions (median labels /"
                 " clairvoyant)", rows)
-    if args.stream2:
-        stream2(reps, args.seed + 20)
+    if args.low_risk:
+        low_risk(reps, args.seed + 20)
     beta: list[dict[str, object]] = []
     if not (args.quick or args.no_beta):
         for i, g in enumerate(GAMMAS):

@@ -68,11 +68,6 @@ def test_certificate_grid_is_the_certificates_e_process(side: str) -> None:
     # it is their e-process, bit for bit
     mine = DifferenceEProcess(0.51, side, RHOS, "certificate")  # type: ignore[arg-type]
     theirs = PlugInEProcess(0.51, 0.05, side, RHOS, BetConfig())  # type: ignore[arg-type]
-    if side == "certify":
-        # since issue 29 a certificate's certify side starts at rho = 1 until the human losses
-        # vary; the comparison keeps the start at rho = 0 (not measured on paired differences)
-        theirs._start = None
-        theirs._set_rho(0.0)
     for r in stream(12, 500, 0.08, 0.05):
         h, s = to_unit(*r)
         assert mine.advance(h, s) == theirs.advance(h, s)
