@@ -9,18 +9,27 @@ certify over ``--reps`` repetitions (default 200) divided by the clairvoyant fig
 is computed exactly for these discrete losses. Rules (R-AutoEval+, 10 rhos):
 
 - ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before issue 13);
-- ``plugin_up`` (new default): plug-in reliance, universal portfolio over fixed bets, c = 0.95;
+- ``plugin_up`` (the default): plug-in reliance, universal portfolio over fixed bets, c = 0.95,
+  with the judge prior while every human loss seen was 0 (issue 29, ``plugin_rho``);
+- ``#13``: the same without the judge prior (the default before issue 29);
+- ``start 1``: a study variant of issue 29, not adopted: ``#13`` with the reliance at rho = 1
+  from the start and while the human losses have not varied;
 - ``UP``: the paper's universal portfolio over the whole bet range (``--up-grid`` cells,
   default 100 here for speed; the config default is 1000), mixture over 10 rhos;
 - ``paper fixed-n``: WSR with c = 3/4 and horizon = the clairvoyant figure (told the horizon).
 
 and R-Eval (rho = 0) for the old and the new default, divided by R-Eval's own clairvoyant
-figure. A second table uses Beta losses (``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with
-probability gamma, else an independent draw; clairvoyant by Monte Carlo over 200k draws).
+figure; ``plus / best fixed`` divides plugin_up's median by the smaller of R-Eval's and
+R-AutoEval's (rho fixed at 0 and 1, plugin_up bets). ``--low-risk`` adds streams of the same
+form at lower risks (risk 0.05 and 0.01, alpha 0.1), also against the clairvoyant limited to the
+cap c = 0.95 (where ``start 1`` loses). A last table uses Beta losses
+(``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with probability gamma, else an independent draw;
+clairvoyant by Monte Carlo over 200k draws).
 With matplotlib installed it writes ``deploy/img/labels_vs_oracle.png``.
 
-Run: ``python benchmarks/labels_vs_oracle.py`` (about 2-4 minutes on 2 busy cores);
-``--quick`` for a smoke run (40 repetitions).
+Run: ``python benchmarks/labels_vs_oracle.py`` (about 3-5 minutes on 2 busy cores);
+``--quick`` for a smoke run (40 repetitions, no Beta table); ``--no-beta`` skips the Beta table
+(Example 1 and the plot only).
 """
 
 from __future__ import annotations
@@ -65,10 +74,10 @@ def growth(x: np.ndarray, p: np.ndarray, lam_max: float) -> float:
     return float(p @ np.log1p(0.5 * (a + b) * x))
 
 
-def example1_q(gamma: float, rho: float) -> tuple[np.ndarray, np.ndarray]:
+def example1_q(gamma: float, rho: float, risk: float = RISK) -> tuple[np.ndarray, np.ndarray]:
     """Support and probabilities of ``q_rho`` for Example 1 (exact enumeration)."""
-    p11, p10 = RISK * gamma, RISK * (1 - gamma)
-    p01, p00 = (1 - RISK) * (1 - gamma), (1 - RISK) * gamma
+    p11, p10 = risk * gamma, risk * (1 - gamma)
+    p01, p00 = (1 - risk) * (1 - gamma), (1 - risk) * gamma
     pf = p11 + p01
     k = np.arange(R + 1)
     pk = np.array([math.comb(R, int(i)) for i in k]) * pf**k * (1 - pf) ** (R - k)
@@ -79,21 +88,22 @@ def example1_q(gamma: float, rho: float) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vals), np.concatenate(probs)
 
 
-def clairvoyant_growth(q_of_rho: Callable[[float], tuple[np.ndarray, np.ndarray]]
-                       ) -> tuple[float, float]:
-    """``(max_rho g*(rho), g*(0))`` on a 0.01 rho grid (certify side)."""
+def clairvoyant_growth(q_of_rho: Callable[[float], tuple[np.ndarray, np.ndarray]],
+                       alpha: float = ALPHA, c: float = 1.0) -> tuple[float, float]:
+    """``(max_rho g*(rho), g*(0))`` on a 0.01 rho grid (certify side), bets below ``c / (M -
+    alpha)`` (c = 1: the whole range)."""
     rhos = np.linspace(0, 1, 101)
-    g = [growth(ALPHA - v, p, 1.0 / (1.0 + float(r) - ALPHA))
+    g = [growth(alpha - v, p, c / (1.0 + float(r) - alpha))
          for r, (v, p) in zip(rhos, (q_of_rho(float(r)) for r in rhos), strict=True)]
     return max(g), g[0]
 
 
 # ---------------------------------------------------------------------- data
-def example1_data(gamma: float, reps: int, horizon: int, seed: int) -> Data:
+def example1_data(gamma: float, reps: int, horizon: int, seed: int, risk: float = RISK) -> Data:
     rng = np.random.default_rng(seed)
-    h = (rng.random((horizon, reps)) < RISK).astype(float)
+    h = (rng.random((horizon, reps)) < risk).astype(float)
     f = np.where(rng.random((horizon, reps)) < gamma, h, 1.0 - h)
-    pf = RISK * gamma + (1 - RISK) * (1 - gamma)
+    pf = risk * gamma + (1 - risk) * (1 - gamma)
     b = rng.binomial(R, pf, (horizon, reps)) / R
     return h, b - f
 
@@ -125,9 +135,13 @@ def first_cross(log_e: np.ndarray, thr: float, t: int, out: np.ndarray) -> None:
     out[(out == 0) & (log_e >= thr)] = t
 
 
-def run_plugin(data: Data, rhos: list[float], thrs: list[float]) -> list[np.ndarray]:
+def run_plugin(data: Data, rhos: list[float], thrs: list[float], alpha: float = ALPHA,
+               variant: str = "") -> list[np.ndarray]:
+    """Crossing rounds of plugin_up; ``variant`` "#13" or "start 1" (see the module doc)."""
     h, d = data
-    b = PlugInBatch(ALPHA, "certify", rhos, BetConfig(), h.shape[1])
+    b = PlugInBatch(alpha, "certify", rhos, BetConfig(), h.shape[1],
+                    judge_prior=False if variant else None,
+                    start=1.0 if variant == "start 1" else None)
     out = [np.zeros(h.shape[1], dtype=int) for _ in thrs]
     for t in range(h.shape[0]):
         b.advance(h[t], d[t])
@@ -201,7 +215,10 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
     horizon = int(4.0 * math.log(1 / min(DELTAS)) / g_eval) + 200
     data = make(reps, horizon)
     plus = run_plugin(data, RHOS.tolist(), thrs)
+    before = run_plugin(data, RHOS.tolist(), thrs, variant="#13")
+    start1 = run_plugin(data, RHOS.tolist(), thrs, variant="start 1")
     reval = run_plugin(data, [0.0], thrs)
+    rauto = run_plugin(data, [1.0], thrs)
     up = run_up(data, up_cells, thrs) if with_up else [np.zeros(reps, dtype=int)] * 3
     rows = []
     for k, dl in enumerate(DELTAS):
@@ -211,6 +228,10 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
         rows.append({
             "scenario": name, "gamma": gamma, "delta": dl, "oracle": oracle, "oracle0": oracle0,
             "old": median(old) / oracle, "new": median(plus[k]) / oracle,
+            "before": median(before[k]) / oracle, "start1": median(start1[k]) / oracle,
+            "plus_vs_fixed": median(plus[k]) / min(median(reval[k]), median(rauto[k])),
+            "before_vs_fixed": median(before[k]) / min(median(reval[k]), median(rauto[k])),
+            "start1_vs_fixed": median(start1[k]) / min(median(reval[k]), median(rauto[k])),
             "up": median(up[k]) / oracle if with_up else math.nan,
             "paper": median(paper) / oracle,
             "reval_old": median(old0) / oracle0, "reval_new": median(reval[k]) / oracle0,
@@ -226,15 +247,52 @@ def fmt(v: object) -> str:
 
 def print_table(title: str, rows: list[dict[str, object]]) -> None:
     print(f"\n### {title}\n")
-    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | UP | "
-          "paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
-          "plus / paper |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | #13 | start 1 | "
+          "UP | paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
+          "plus / paper | **plus / best fixed** | #13 / best fixed | start 1 / best fixed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['gamma']} | {r['delta']} | {r['oracle']:.0f} ({r['oracle0']:.0f}) | "
-              f"{r['old']:.2f}x | **{r['new']:.2f}x** | {fmt(r['up'])} | {r['paper']:.2f}x | "
-              f"{r['reval_old']:.2f}x | **{r['reval_new']:.2f}x** | {r['plus_vs_reval']:.2f} | "
-              f"{r['new_vs_paper']:.2f} |")
+              f"{r['old']:.2f}x | **{r['new']:.2f}x** | {r['before']:.2f}x | "
+              f"{r['start1']:.2f}x | {fmt(r['up'])} | "
+              f"{r['paper']:.2f}x | {r['reval_old']:.2f}x | **{r['reval_new']:.2f}x** | "
+              f"{r['plus_vs_reval']:.2f} | {r['new_vs_paper']:.2f} | "
+              f"**{r['plus_vs_fixed']:.2f}** | {r['before_vs_fixed']:.2f} | "
+              f"{r['start1_vs_fixed']:.2f} |")
+
+
+LOW_RISK = ((0.05, 0.1, 0.99), (0.01, 0.1, 0.99), (0.01, 0.1, 0.7),
+            (0.02, 0.3, 0.9))  # risk, alpha, gamma
+
+
+def low_risk(reps: int, seed: int) -> None:
+    """Labels / clairvoyant (whole range; capped at c = 0.95) and / the better fixed reliance."""
+    thrs = [math.log(1 / dl) for dl in DELTAS]
+    print(f"\n### Lower risks, certify side, {reps} repetitions (median labels / clairvoyant "
+          "(/ clairvoyant with bets capped at c = 0.95); [/ the better of R-Eval and "
+          "R-AutoEval])\n")
+    print("| risk | alpha | gamma | delta | clairvoyant (capped) | **plugin_up** | #13 | start 1 | "
+          "R-Eval | R-AutoEval |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for i, (risk, alpha, gamma) in enumerate(LOW_RISK):
+        def q(rho: float, g: float = gamma, rk: float = risk) -> tuple[np.ndarray, np.ndarray]:
+            return example1_q(g, rho, rk)
+
+        gb, g0 = clairvoyant_growth(q, alpha)
+        gc, _ = clairvoyant_growth(q, alpha, 0.95)
+        data = example1_data(gamma, reps, int(4.0 * thrs[-1] / g0) + 200, seed + i, risk)
+        runs = [run_plugin(data, RHOS.tolist(), thrs, alpha),
+                run_plugin(data, RHOS.tolist(), thrs, alpha, "#13"),
+                run_plugin(data, RHOS.tolist(), thrs, alpha, "start 1"),
+                run_plugin(data, [0.0], thrs, alpha), run_plugin(data, [1.0], thrs, alpha)]
+        for k, dl in enumerate(DELTAS):
+            o, oc = thrs[k] / gb, thrs[k] / gc
+            fixed = min(median(runs[3][k]), median(runs[4][k]))
+            cells = [f"{median(v[k]) / o:.2f}x ({median(v[k]) / oc:.2f}x) "
+                     f"[{median(v[k]) / fixed:.2f}]" for v in runs]
+            cells[0] = f"**{cells[0]}**"
+            print(f"| {risk} | {alpha} | {gamma} | {dl} | {o:.0f} ({oc:.0f}) | "
+                  + " | ".join(cells) + " |")
 
 
 def plot(rows: list[dict[str, object]], path: Path) -> bool:
@@ -248,7 +306,8 @@ def plot(rows: list[dict[str, object]], path: Path) -> bool:
     ex = [r for r in rows if r["scenario"] == "Example 1"]
     fig, axes = plt.subplots(1, len(GAMMAS), figsize=(11, 3.4), sharey=True)
     styles = {"old": ("old default (anytime WSR, c=1/2)", "tab:gray", "o"),
-              "new": ("plugin_up (new default)", "tab:blue", "s"),
+              "before": ("plugin_up before issue 29", "tab:purple", "v"),
+              "new": ("plugin_up (default)", "tab:blue", "s"),
               "up": ("UP, full range", "tab:green", "^"),
               "paper": ("paper WSR told the horizon", "tab:orange", "D")}
     for ax, g in zip(axes, GAMMAS, strict=True):
@@ -276,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--up-grid", type=int, default=100)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--quick", action="store_true", help="40 repetitions, no Beta table")
+    ap.add_argument("--no-beta", action="store_true", help="skip the Beta table")
+    ap.add_argument("--low-risk", action="store_true",
+                    help="also streams at risk 0.05 and 0.01 (alpha 0.1)")
     ap.add_argument("--png", type=Path,
                     default=Path(__file__).resolve().parents[1] / "deploy/img/labels_vs_oracle.png")
     args = ap.parse_args(argv)
@@ -289,8 +351,10 @@ def main(argv: list[str] | None = None) -> int:
                          gb, g0, reps, args.up_grid, True)
     print_table(f"Example 1, Bernoulli losses, certify side, {reps} repetitions (median labels /"
                 " clairvoyant)", rows)
+    if args.low_risk:
+        low_risk(reps, args.seed + 20)
     beta: list[dict[str, object]] = []
-    if not args.quick:
+    if not (args.quick or args.no_beta):
         for i, g in enumerate(GAMMAS):
             gb, g0 = clairvoyant_growth(beta_q(g))
             beta += scenario("Beta", g,

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import bet_grid
-from monitor.stats.betting.plugin_round import MIN_ROUNDS
+from monitor.stats.betting.plugin_round import AGREE_RATIO, MIN_ROUNDS
 
 __all__ = ["PlugInBatch"]
 
@@ -36,6 +36,12 @@ class PlugInBatch:
         ``rule="plugin_up"``; ``bet.c`` is the cap fraction.
     reps : int
         Number of independent streams.
+    judge_prior : bool or None
+        ``plugin_rho``'s judge prior; None (default): as ``PlugInEProcess`` (on the certify side
+        of a plug-in reliance). False: the rule before issue 29, for comparisons.
+    start : float or None
+        A study variant of issue 29, not the library's rule: the plug-in reliance is ``start``
+        from the first round and while the human losses have not varied. None: no such start.
 
     Examples
     --------
@@ -53,7 +59,8 @@ class PlugInBatch:
     """
 
     def __init__(self, alpha: float, side: Side, rhos: Sequence[float], bet: BetConfig,
-                 reps: int) -> None:
+                 reps: int, judge_prior: bool | None = None,
+                 start: float | None = None) -> None:
         if bet.rule != "plugin_up":
             raise ValueError(f"PlugInBatch needs rule 'plugin_up', got {bet.rule!r}")
         if not 0.0 < alpha < 1.0 or side not in ("certify", "violate") or reps < 1:
@@ -70,7 +77,11 @@ class PlugInBatch:
         self._log_prior = np.log(np.array(w))[None, :]
         self._lw = np.zeros((reps, len(lam)))
         self._sums = np.zeros((5, reps))
-        self._rho = np.full(reps, 0.0 if self._plug else float(self._grid[0]))
+        # issue 29: the study's start value; the judge prior (as PlugInEProcess by default)
+        self._start = float(start) if self._plug and start is not None else None
+        self._jp = (side == "certify" if judge_prior is None else judge_prior) and self._plug
+        first = float(self._grid[0]) if not self._plug else (self._start or 0.0)
+        self._rho = np.full(reps, first)
         self._rounds = 0
 
     @property
@@ -115,6 +126,11 @@ class PlugInBatch:
         vl = sll / t - ml * ml
         cov = sld / t - ml * md
         vd = sdd / t - md * md
+        if self._jp:
+            agree = (vl <= 1e-12) & (ml <= 1e-12) & (sdd <= AGREE_RATIO * sd)
+            p = np.clip(md, 0.0, 1.0)
+            vl = np.where(agree, p * (1.0 - p), vl)
+            cov = np.where(agree, -vl, cov)
         rho0 = np.clip(-cov / (vd + 1e-12), 0.0, 1.0)
         e = self._sgn * (self._alpha - (ml + rho0 * md))
         r = self._grid[None, :]
@@ -125,5 +141,7 @@ class PlugInBatch:
         best = np.argmax(g, axis=1)
         ok = (e > 0.0) & (g[np.arange(g.shape[0]), best] > 0.0)
         out: Array = np.where(ok, self._grid[best], rho0)
+        if self._start is not None:
+            out = np.where(vl <= 1e-12, self._start, out)
         return out
 

@@ -126,18 +126,21 @@ static PyObject *step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 /*
- * reliance(sums, human, shift, t, alpha, c, certify, rhos) -> float
+ * reliance(sums, human, shift, t, alpha, c, certify, rhos[, judge_prior]) -> float
  *
  * Adds the round to the running sums (sums: a list of 5 floats, updated in place: l, d, l^2,
  * l d, d^2) and returns the plug-in reliance (plugin_round.py's plugin_rho) of the next round from
- * the t rounds they now hold: 0.0 for t < MIN_ROUNDS (2). rhos: a list of floats.
+ * the t rounds they now hold: 0.0 for t < MIN_ROUNDS (2). rhos: a list of floats. judge_prior
+ * (default False): plugin_rho's judge prior while the human losses were all 0 (AGREE_RATIO 0.3).
  */
 static PyObject *reliance(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "reliance takes 8 arguments");
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "reliance takes 8 or 9 arguments");
         return NULL;
     }
+    int judge_prior = nargs == 9 ? PyObject_IsTrue(args[8]) : 0;
+    if (judge_prior < 0) return NULL;
     PyObject *sums = args[0], *rhos = args[7];
     if (!PyList_CheckExact(sums) || PyList_GET_SIZE(sums) != 5 || !PyLong_CheckExact(args[3])
         || !PyList_CheckExact(rhos)) {
@@ -172,6 +175,12 @@ static PyObject *reliance(PyObject *self, PyObject *const *args, Py_ssize_t narg
     double vl = s[2] / t - ml * ml;
     double cov = s[3] / t - ml * md;
     double vd = s[4] / t - md * md;
+    if (judge_prior && vl <= 1e-12 && ml <= 1e-12 && s[4] <= 0.3 * s[1]) {
+        double p = md > 0.0 ? md : 0.0;  /* max(0.0, md): 0.0 unless md is larger */
+        p = p < 1.0 ? p : 1.0;           /* min(1.0, p): 1.0 unless p is smaller */
+        vl = p * (1.0 - p);
+        cov = -vl;
+    }
     double r0 = -cov / (vd + 1e-12);
     r0 = r0 > 0.0 ? r0 : 0.0;  /* max(0.0, r0): 0.0 unless r0 is larger */
     r0 = r0 < 1.0 ? r0 : 1.0;  /* min(1.0, r0): 1.0 unless r0 is smaller */
@@ -208,7 +217,8 @@ static PyMethodDef methods[] = {
      "step(u, bets, x, ref) -> (list, float, float)\n\nOne round of the cells: cells, ref, "
      "log wealth."},
     {"reliance", (PyCFunction)(void (*)(void))reliance, METH_FASTCALL,
-     "reliance(sums, human, shift, t, alpha, c, certify, rhos) -> float\n\nAdd the round to "
+     "reliance(sums, human, shift, t, alpha, c, certify, rhos[, judge_prior]) -> float\n\nAdd "
+     "the round to "
      "the sums; the plug-in reliance of the next round."},
     {NULL, NULL, 0, NULL},
 };

@@ -11,8 +11,18 @@ chosen from rounds ``1..t-1`` only (:func:`plugin_rho`): the candidate rho maxim
 plug-in *capped* growth ``lam e - lam^2 m2 / 2`` with ``lam = min(e / m2, cap(rho))``, where
 ``e`` is the estimated edge (``alpha`` minus the PPI++ mean at the variance-minimising
 ``rho0 = -Cov(l, d) / Var(d)``, sign-flipped for the violate side) and ``m2 = Var(q_rho) + e^2``;
-when no candidate shows a positive edge the row uses ``rho0``. R-Eval and R-AutoEval are the
-same bettor with ``rho`` fixed at 0 and 1.
+when no candidate shows a positive edge the row uses ``rho0``. On the certify side, while every
+human loss seen was 0 and the judge looks like it agreed, the human variance and its covariance
+with ``d`` (which zeros cannot show) are taken from the judge's failure rate on the blocks
+(``plugin_rho(..., judge_prior=True)``): otherwise ``rho = 0`` looks variance-free, bets at its
+cap, and the first failure (which a good judge sees, ``q = b`` at ``rho = 1``) costs the large
+bets most of their wealth. Issue 29 (``benchmarks/labels_vs_oracle.py --low-risk``, 200 runs):
+with a good judge this cut the labels from 1.24x to about 1.03x those of R-AutoEval at delta
+0.1; over the Example 1 and lower-risk streams the worst ratio to the better of R-Eval and
+R-AutoEval went from 1.24 to about 1.07. Not adopted, measured: starting at ``rho = 1`` until a
+human loss differs (1.6-2.4x at risk 0.01), hedging with fixed-weight rho = 0 and rho = 1 rows
+(they cost ``log(1/w)``), priors over the bets favouring the cap (they lose at gamma 0.7). R-Eval
+and R-AutoEval are the same bettor with ``rho`` fixed at 0 and 1.
 
 The row bets with a universal portfolio over fixed bets (:func:`bet_grid`): 8 cell midpoints
 of ``(0, c / max(alpha, 1 - alpha)]`` plus a geometric (ratio sqrt 2) extension up to the
@@ -118,10 +128,9 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_lam", "_learned",
-                 "_log_e", "_off", "_plug",
-                 "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn", "_side", "_since",
-                 "_sums", "_u")  # one per test and model: no per-instance dict
+    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_jp", "_lam", "_learned",
+                 "_log_e", "_off", "_plug", "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn",
+                 "_side", "_since", "_sums", "_u")  # one per test and model: no per-instance dict
 
     def __init__(self, alpha: float, delta: float, side: Side, rhos: Sequence[float],
                  bet: BetConfig) -> None:
@@ -164,6 +173,7 @@ class PlugInEProcess:
         self._sums = [0.0] * 5
         self._since = 0  # round from which the running sums count (restart_reliance)
         self._log_e = 0.0
+        self._jp = self._plug and side == "certify"  # plugin_rho's judge prior
         self._set_rho(0.0 if self._plug else rs[0])
 
     def spawn(self) -> PlugInEProcess:
@@ -186,6 +196,7 @@ class PlugInEProcess:
         new._side, new._bet = self._side, self._bet
         new._c, new._rhos, new._plug, new._sgn = self._c, self._rhos, self._plug, self._sgn
         new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
+        new._jp = self._jp
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
         new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
         new._u = list(self._u)  # state: replaced every round, copied to be safe
@@ -295,7 +306,7 @@ class PlugInEProcess:
         self._learned += 1
         if self._plug:  # the running sums only feed the plug-in reliance
             r = reliance(self._sums, human, shift, self._learned - self._since, self._alpha,
-                          self._c, self._sgn > 0.0, self._rhos)
+                          self._c, self._sgn > 0.0, self._rhos, self._jp)
             if r != self._rho:
                 self._set_rho(r)
 
@@ -435,7 +446,7 @@ class PlugInEProcess:
         ep._log_e = 0.0 if fresh else ep._ref + math.log(sum_in_order(u))
         if ep._plug:
             ep._set_rho(plugin_rho(ep._learned - ep._since, sums, ep._alpha, ep._c, ep._side,
-                                   ep._rhos))
+                                   ep._rhos, ep._jp))
 
     @staticmethod
     def is_state(d: dict[str, Any]) -> bool:

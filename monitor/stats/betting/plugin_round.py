@@ -25,14 +25,16 @@ from collections.abc import Sequence
 
 from monitor.stats.betting.bets import Side
 
-__all__ = ["MIN_ROUNDS", "plugin_rho", "reliance", "reliance_py", "step", "step_py",
+__all__ = ["AGREE_RATIO", "MIN_ROUNDS", "plugin_rho", "reliance", "reliance_py", "step", "step_py",
            "sum_in_order"]
 
 MIN_ROUNDS = 2
+AGREE_RATIO = 0.3
+"""Agreement check of the judge prior: ``sum d^2 <= AGREE_RATIO sum d`` (see :func:`plugin_rho`)."""
 
 
 def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side,
-               rhos: Sequence[float]) -> float:
+               rhos: Sequence[float], judge_prior: bool = False) -> float:
     """Plug-in reliance for round ``t + 1`` from the running sums of ``t`` past rounds.
 
     Parameters
@@ -47,6 +49,16 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
         The test's side (sets the sign of the edge and the cap ``c / (off + rho)``).
     rhos : sequence of float
         Candidate reliances in [0, 1].
+    judge_prior : bool
+        While every past human loss was 0 (their mean and sample variance at most ``1e-12``)
+        and the judge looks like it agreed (``sum d^2 <= AGREE_RATIO sum d``: with ``l = f = 0``
+        each ``d = b`` is in [0, 1] and ``b^2`` is about ``b / r`` for blocks of ``r`` units, so
+        a judge loss of 1 on a unit a human passed, ``d`` near -1, breaks it), the human
+        variance and its covariance with ``d``, which zeros cannot show, are taken from the
+        judge: ``Var(l) = p (1 - p)`` with ``p`` the mean of ``d`` (the blocks' mean judge loss)
+        and ``Cov(l, d) = -Var(l)`` (a judge that agrees). False (the comparison's rule): the
+        plain plug-in. ``PlugInEProcess`` sets it on the certify side (issue 29, see
+        :mod:`.plugin`).
 
     Returns
     -------
@@ -64,6 +76,14 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     >>> s = [10.0, 0.0, 10.0, -9.0, 9.0]
     >>> [round(plugin_rho(100, s, 0.12, 0.95, side, grid), 6) for side in ("certify", "violate")]
     [0.8, 1.0]
+    >>> # 50 human losses 0, blocks with mean 0.1 and variance 0.009: zeros show no variance,
+    >>> # so plainly rho = 0; the judge prior expects failures at rate 0.1 that the judge sees
+    >>> s = [0.0, 5.0, 0.0, 0.0, 0.95]
+    >>> [plugin_rho(50, s, 0.12, 0.95, "certify", grid, prior) for prior in (False, True)]
+    [0.0, 0.5]
+    >>> s[4] = 2.0  # sum d^2 > 0.3 sum d: the judge said 1 on units a human passed, no prior
+    >>> plugin_rho(50, s, 0.12, 0.95, "certify", grid, True)
+    0.0
 
     Notes
     -----
@@ -77,6 +97,10 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
     vl = sll / t - ml * ml
     cov = sld / t - ml * md
     vd = sdd / t - md * md
+    if judge_prior and vl <= 1e-12 and ml <= 1e-12 and sdd <= AGREE_RATIO * sd:
+        p = min(1.0, max(0.0, md))
+        vl = p * (1.0 - p)
+        cov = -vl
     rho0 = min(1.0, max(0.0, -cov / (vd + 1e-12)))
     if side == "certify":
         e, off = alpha - (ml + rho0 * md), 1.0 - alpha
@@ -127,10 +151,11 @@ def sum_in_order(values: list[float]) -> float:
 
 
 def reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: float,
-                 c: float, certify: bool, rhos: list[float]) -> float:
+                 c: float, certify: bool, rhos: list[float], judge_prior: bool = False) -> float:
     """Add the round to the running sums (in place); the plug-in reliance of the next round.
 
-    ``t`` counts the rounds the sums hold with this one (the compiled reference).
+    ``t`` counts the rounds the sums hold with this one (the compiled reference);
+    ``judge_prior`` as in :func:`plugin_rho`.
     """
     sums[0] += human
     sums[1] += shift
@@ -139,7 +164,8 @@ def reliance_py(sums: list[float], human: float, shift: float, t: int, alpha: fl
     sums[4] += shift * shift
     if t < MIN_ROUNDS:
         return 0.0
-    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos)
+    return plugin_rho(t, sums, alpha, c, "certify" if certify else "violate", rhos,
+                      judge_prior)
 
 
 try:  # the compiled round (setup.py builds it when a C compiler is present): same bits

@@ -55,6 +55,7 @@ def test_reliance_matches_python(ck: ModuleType) -> None:
     rng = random.Random(12)
     grids = [[0.0], [1.0], [i / 10 for i in range(11)], [rng.random() for _ in range(5)]]
     hits = set()
+    changed = 0
     for case in range(20000):
         t = rng.choice([0, 1, 2, 3, 10, 1000, 10**7])
         sums = [rng.uniform(-1, 1) * t * rng.choice([0.0, 0.01, 1.0]) for _ in range(5)]
@@ -64,12 +65,25 @@ def test_reliance_matches_python(ck: ModuleType) -> None:
         alpha, c = rng.uniform(0.01, 0.99), rng.choice([0.5, 0.95, rng.random()])
         certify = rng.random() < 0.5
         rhos = rng.choice(grids)
+        if rng.random() < 0.3:  # human losses all 0 so far, blocks in [0, 1]: the judge prior
+            sums[0] = sums[2] = sums[3] = 0.0
+            sums[1] = abs(sums[1])
+            sums[4] = sums[1] * rng.choice([0.05, 0.3, 0.5])
         sa, sb = list(sums), list(sums)
-        a = ck.reliance(sa, h, d, t, alpha, c, certify, rhos)
-        b = reliance_py(sb, h, d, t, alpha, c, certify, rhos)
+        prior = rng.choice(["omitted", False, True])
+        if prior == "omitted":
+            a = ck.reliance(sa, h, d, t, alpha, c, certify, rhos)
+            b = reliance_py(sb, h, d, t, alpha, c, certify, rhos)
+        else:
+            a = ck.reliance(sa, h, d, t, alpha, c, certify, rhos, prior)
+            b = reliance_py(sb, h, d, t, alpha, c, certify, rhos, prior)
+            if prior and t >= 2:  # the judge prior changed the answer
+                s0 = list(sums)
+                changed += a != reliance_py(s0, h, d, t, alpha, c, certify, rhos, False)
         assert _hex(a) == _hex(b) and _hex(sa) == _hex(sb), case
         hits.add(a in rhos)
     assert hits == {True, False}  # both exits (a candidate, the fallback rho0) were taken
+    assert changed > 100  # the judge-prior branch ran
 
 
 def test_processes_match_python_over_streams(ck: ModuleType,
@@ -115,3 +129,5 @@ def test_bad_input_raises(ck: ModuleType) -> None:
         ck.step([1.0], [1.0, 2.0], 0.5, 0.0)
     with pytest.raises(TypeError):
         ck.reliance([0.0] * 4, 0.0, 0.0, 3, 0.1, 0.5, True, [0.0])
+    with pytest.raises(TypeError):  # too many arguments
+        ck.reliance([0.0] * 5, 0.0, 0.0, 3, 0.1, 0.5, True, [0.0], True, 1)
