@@ -99,6 +99,19 @@ class CertificateEpochs:
         if self.improvement is not None:
             self.improvement.update(1.0 - human, 1.0 - judge, _flip(block_mean))
 
+    def update_missing(self, judge: float, block_mean: float | None) -> None:
+        """Feed an audited unit whose label is missing for good, at each detector's worst label.
+
+        The regression detector takes the human loss 0 and the improvement detector (on
+        ``1 - loss``) the human loss 1: each detector's statistic is monotone in the loss it
+        watches, so it stays at or below what the real label would have given (an alarm is
+        never raised by a missing label), whatever the missing labels were.
+        """
+        if self.regression is not None:
+            self.regression.update(0.0, judge, block_mean)
+        if self.improvement is not None:
+            self.improvement.update(0.0, 1.0 - judge, _flip(block_mean))
+
     def decide(self, status: str) -> str | None:
         """Return ``"regression"``, ``"improvement"`` or None, given the primary status now."""
         if status == "violated":

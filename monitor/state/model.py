@@ -250,12 +250,16 @@ class ModelState:
         """Take an audited unit whose label is missing for good, at each claim's worst value.
 
         Each certificate's tests take the label least favourable to their claim
-        (:meth:`CertificateGroup.penalize`); confidence sequences, detectors and the judge
-        bias do not see the unit. Not a round (``counts["rounds"]`` is unchanged).
+        (:meth:`CertificateGroup.penalize`), its change detectors the label least favourable
+        to an alarm (:meth:`CertificateEpochs.update_missing`); the confidence sequences,
+        judge-drift detectors and judge bias do not see the unit. Not a round
+        (``counts["rounds"]`` is unchanged).
         """
         mean = block[0] / block[1] if block is not None and block[1] else None
         for cert, group in self.groups.items():
             group.penalize(judge, mean, None if rhos is None else rhos.get(cert))
+        for ep in self.epochs.values():
+            ep.update_missing(judge, mean)
 
     @property
     def judge_bias(self) -> float | None:

@@ -118,7 +118,8 @@ def _history(e: dict[str, Any], where: str) -> None:
         raise RefusedState(f"{where}: epoch 1 must start at round 0")
 
 
-def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) -> None:
+def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str,
+            missing: int = 0) -> None:
     epochs = {str(c): e for c, e in md["epochs"]}
     if sorted(epochs) != sorted(c.name for c in config.certificates):
         raise RefusedState(f"{where}: epochs of {sorted(epochs)}, certificates "
@@ -148,7 +149,8 @@ def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) ->
         if e["armed"] is not True and (e["armed"] is not False or e["reason"] != "regression"):
             raise RefusedState(f"{cw}: regression detector disarmed ({e['armed']!r}) in an "
                                f"epoch opened by {e['reason']!r}")
-        epoch_rounds = rounds - started
+        # a missing label feeds the detectors (at its worst value) without counting a round
+        epoch_rounds = rounds + missing - started
         if fresh.regression is None:  # new() always arms one
             raise RuntimeError("a new certificate epoch has no regression detector")
         _ppi(fresh.regression.to_state(), e["regression"], epoch_rounds,
@@ -187,7 +189,7 @@ def _judge(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) -> 
 
 
 def check_detector_dicts(config: SuiteConfig, md: dict[str, Any], rounds: int,
-                         where: str) -> None:
+                         where: str, missing: int = 0) -> None:
     """Check one model's raw epoch and judge-drift states (see the module docstring).
 
     Raises
@@ -196,7 +198,7 @@ def check_detector_dicts(config: SuiteConfig, md: dict[str, Any], rounds: int,
         Naming the model, certificate and field at fault.
     """
     try:
-        _epochs(config, md, rounds, where)
+        _epochs(config, md, rounds, where, missing)
         _judge(config, md, rounds, where)
     except (KeyError, TypeError, AttributeError) as exc:
         raise RefusedState(f"{where}: malformed detector state ({exc!r})") from None
@@ -269,4 +271,5 @@ def check_suite_detectors(config: SuiteConfig, d: dict[str, Any],
         return
     for md in d["models"]:
         check_detector_dicts(config, md, md["counts"]["rounds"],
-                             f"suite {d['name']!r} model {md['name']!r}")
+                             f"suite {d['name']!r} model {md['name']!r}",
+                             _int(md["counts"].get("expired_pending", 0), "missing labels"))
