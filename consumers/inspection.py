@@ -148,7 +148,7 @@ def _num(x: Any) -> str:
 
 
 def detail_lines(view: dict[str, Any]) -> list[str]:
-    """Per certificate, its epoch and earlier epochs; per model, its labels in flight.
+    r"""Per certificate, its epoch and earlier epochs; per model, its labels in flight.
 
     Examples
     --------

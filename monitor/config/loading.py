@@ -148,7 +148,7 @@ def _format_errors(exc: ValidationError) -> str:
     ...     CertmonConfig.model_validate({"suites": [], "metrics": {"prot": 1}})
     ... except ValidationError as exc:
     ...     print(_format_errors(exc))  # doctest: +ELLIPSIS
-    metrics.prot: unknown key; did you mean metrics.port? (allowed keys: ...port...)
+    suites: ...; metrics.prot: unknown key; did you mean metrics.port? (allowed keys: ...port...)
     """
     parts = []
     for e in exc.errors(include_url=False):
