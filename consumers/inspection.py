@@ -245,6 +245,7 @@ def fleet_lines(store: CheckpointStore, keys: list[str], where: str) -> list[str
     suites: dict[str, Any] = {}
     counters: dict[str, Any] = {}
     head: list[str] = []
+    found = 0
     for key in sorted(keys):
         try:
             ckpt = load_checkpoint(store, key)
@@ -257,6 +258,7 @@ def fleet_lines(store: CheckpointStore, keys: list[str], where: str) -> list[str
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: checkpoint {key!r} is corrupt: malformed engine "
                                   f"state ({exc!r})") from None
+        found += 1
         head.append(f"  {key}: {len(view['suites'])} suites, position "
                     f"{json.dumps(ckpt.position, sort_keys=True, ensure_ascii=False)}")
         for name, sv in view["suites"].items():
@@ -265,10 +267,10 @@ def fleet_lines(store: CheckpointStore, keys: list[str], where: str) -> list[str
                             f"{key}, is shown)")
             suites[name] = sv
         _add(counters, view.get("counters", {}))
-    if not head:
+    if not found:
         raise CertmonError(f"{where} holds no checkpoint")
     view = {"suites": suites, "counters": counters}
-    lines = [f"checkpoints in {where}: {len(head)} partitions", *head, "",
+    lines = [f"checkpoints in {where}: {found} partitions", *head, "",
              *summary_lines(view), *detail_lines(view)]
     return [printable(line) for line in lines]
 
