@@ -24,7 +24,7 @@ from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.config_cli import register as register_config
 from consumers.files import FileSource
-from consumers.inspection import inspect_lines
+from consumers.inspection import inspect_lines, kafka_lines
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
@@ -253,7 +253,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.path is not None or not args.config:
             raise CertmonError("inspect --kafka reads the checkpoint topic of --config FILE; "
                                "give --config and no path")
-        lines = _kafka_lines(_load(args))
+        lines = kafka_lines(_load(args))
     elif args.path is None:
         raise CertmonError("inspect needs a PATH (or --kafka --config FILE)")
     else:
@@ -261,28 +261,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return 0
-
-
-def _kafka_lines(config: CertmonConfig) -> list[str]:
-    """The combined summary of every checkpoint on ``config``'s Kafka checkpoint topic."""
-    from consumers.inspection import fleet_lines
-    from consumers.kafka.checkpoints import KafkaTopicStore
-
-    from kafka.errors import KafkaError
-
-    kafka = config.kafka
-    where = f"topic {kafka.topics.checkpoints} on {kafka.bootstrap_servers}"
-    try:
-        raw = KafkaTopicStore(kafka)
-    except KafkaError as exc:
-        raise CertmonError(f"inspect --kafka: cannot reach {where}: {exc}") from None
-    try:
-        keys = [k for k in raw.keys() if "#part#" not in k and "#chunk#" not in k]
-        return fleet_lines(secured_store(raw, os.environ), keys, where)
-    except KafkaError as exc:
-        raise CertmonError(f"inspect --kafka: cannot read {where}: {exc}") from None
-    finally:
-        raw.close()
 
 
 # ---------------------------------------------------------------------- parser
@@ -421,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _describe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _describe(sub: argparse._SubParsersAction[_Parser]) -> None:
     """Give every subcommand a description (its one-line help) and help with defaults."""
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sp in sub.choices.items():

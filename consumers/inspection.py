@@ -20,6 +20,7 @@ monitor.errors.CertmonError: ... holds no checkpoint (*.ckpt.json)
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,15 @@ from monitor.checkpoint import (
     CheckpointStore,
     LocalDirectoryStore,
     decode_checkpoint,
+    secured_store,
     verify_checkpoint,
 )
+from monitor.config import CertmonConfig
 from monitor.errors import CertmonError, CheckpointError
 from monitor.incremental import MANIFEST_VERSION, PART_FORMAT, load_checkpoint
 from monitor.state.model import ModelState
 
-__all__ = ["detail_lines", "fleet_lines", "inspect_lines", "view_from_snapshot"]
+__all__ = ["detail_lines", "fleet_lines", "inspect_lines", "kafka_lines", "view_from_snapshot"]
 
 CHECKPOINT_GLOB = "*.ckpt.json"  # what LocalDirectoryStore writes
 _PART_MARK = "%23part%23"  # in the file names of per-suite documents ("#part#" escaped)
@@ -162,13 +165,15 @@ def detail_lines(view: dict[str, Any]) -> list[str]:
     >>> mv = {"labels": {"audited": 9, "pending": 2, "waiting": 1, "missing": 0, "late": 0,
     ...                  "completion_ratio": 0.78}, "certificates": {"risk": {"epoch": ep}}}
     >>> print("\n".join(detail_lines({"suites": {"s": {"models": {"m": mv}}}})))
+    ... # doctest: +ELLIPSIS
     <BLANKLINE>
     epochs (suite/model/certificate)
-      s/m/risk: epoch 2 since round 647 (after a regression, certificate lost); 1 regression, 0 improvements
+      s/m/risk: epoch 2 since round 647 (after a regression, certificate lost); 1 regression, ...
         regression detector: disarmed, statistic 3 / threshold 2.25e+05 after 5 rounds
         epoch 1: rounds 0-647, started by start, ended by regression, was certified
     <BLANKLINE>
-    labels (suite/model): audited, pending (awaiting a label), waiting (labelled, queued for the audit order), missing (expired)
+    labels (suite/model)
+      pending: awaiting a label; waiting: labelled, behind an earlier pending unit; missing: expired
       s/m: audited 9, pending 2, waiting 1, missing 0, late 0, completion 78.0%
     """
     epochs: list[str] = []
@@ -190,9 +195,9 @@ def detail_lines(view: dict[str, Any]) -> list[str]:
                 if isinstance(det, dict):
                     state = "" if "armed" not in det else (
                         "armed, " if det["armed"] else "disarmed, ")
-                    epochs.append(f"    {kind} detector: {state}statistic {_num(det.get('statistic'))}"
-                                  f" / threshold {_num(det.get('threshold'))} after "
-                                  f"{det.get('rounds')} rounds")
+                    epochs.append(f"    {kind} detector: {state}statistic "
+                                  f"{_num(det.get('statistic'))} / threshold "
+                                  f"{_num(det.get('threshold'))} after {det.get('rounds')} rounds")
             for h in reversed(ep.get("history") or []):
                 epochs.append(f"    epoch {h.get('epoch')}: rounds {h.get('started_round')}-"
                               f"{h.get('ended_round')}, started by {h.get('started_by')}, ended by "
@@ -209,8 +214,8 @@ def detail_lines(view: dict[str, Any]) -> list[str]:
     if epochs:
         out += ["", "epochs (suite/model/certificate)", *epochs]
     if labels:
-        out += ["", "labels (suite/model): audited, pending (awaiting a label), waiting "
-                    "(labelled, queued for the audit order), missing (expired)", *labels]
+        out += ["", "labels (suite/model)", "  pending: awaiting a label; waiting: labelled, "
+                "behind an earlier pending unit; missing: expired", *labels]
     return out
 
 
@@ -309,3 +314,34 @@ def view_from_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
                                      if audited else 1.0)}}
         suites[str(sd.get("name"))] = {"models": models}
     return {"suites": suites, "counters": snapshot.get("counters", {})}
+
+
+def kafka_lines(config: CertmonConfig) -> list[str]:
+    """Summarize every partition's checkpoint on ``config``'s Kafka checkpoint topic, combined.
+
+    The keys of the topic that are checkpoints (not per-suite documents or chunks) are read
+    with :func:`fleet_lines`, through the HMAC-verifying store when a key is configured.
+
+    Raises
+    ------
+    CertmonError
+        The brokers cannot be reached, or see :func:`fleet_lines`.
+    """
+    from kafka.errors import KafkaError
+
+    from consumers.kafka.checkpoints import KafkaTopicStore
+
+    kafka = config.kafka
+    where = f"topic {kafka.topics.checkpoints} on {kafka.bootstrap_servers}"
+    try:
+        raw = KafkaTopicStore(kafka)
+    except KafkaError as exc:
+        raise CertmonError(f"inspect --kafka: cannot reach {where}: {exc}") from None
+    try:
+        stored = raw.keys()
+        keys = [k for k in stored if "#part#" not in k and "#chunk#" not in k]
+        return fleet_lines(secured_store(raw, os.environ), keys, where)
+    except KafkaError as exc:
+        raise CertmonError(f"inspect --kafka: cannot read {where}: {exc}") from None
+    finally:
+        raw.close()

@@ -162,7 +162,7 @@ def one_line(view: dict[str, Any], elapsed: float) -> str:
 
 
 def summary_lines(view: dict[str, Any]) -> list[str]:
-    """Table plus, per certificate decided, how many labels each method needed.
+    r"""Table plus, per certificate decided, how many labels each method needed.
 
     The labels are counted from the start of the certificate's current epoch (a regression or
     an improvement restarts the certificate; its decision rounds are the model's rounds).
@@ -172,8 +172,10 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
     >>> cv = {"alpha": 0.1, "epoch": {"epoch": 2, "started_round": 647, "reason": "regression"},
     ...       "methods": {"r_eval": {"status": "violated", "violated_at_round": 655}}}
     >>> view = {"suites": {"s": {"models": {"m": {"certificates": {"risk": cv}}}}}}
-    >>> summary_lines(view)[-1]
-    '  s/m/risk: labels needed to decide in epoch 2 (from round 647, after a regression): R-Eval 8 (at round 655)'
+    >>> print(summary_lines(view)[-1].replace(": ", ":\n"))
+      s/m/risk:
+    labels needed to decide in epoch 2 (from round 647, after a regression):
+    R-Eval 8 (at round 655)
     """
     lines = render_table(view)
     notes: list[str] = []

@@ -84,7 +84,7 @@ def _secret(loc: str) -> bool:
 
 
 def _section(annotation: Any) -> type[BaseModel] | None:
-    """The configuration section (pydantic model) inside a field's type, if any."""
+    """Return the configuration section (pydantic model) inside a field's type, if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
@@ -95,7 +95,7 @@ def _section(annotation: Any) -> type[BaseModel] | None:
 
 
 def _table(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The section a key path ``loc`` lies in (None when the path leaves the sections).
+    """Return the section a key path ``loc`` lies in (None when it leaves the sections).
 
     Examples
     --------
@@ -117,7 +117,7 @@ def _keys(model: type[BaseModel]) -> list[str]:
 
 
 def _explain(e: Any, loc: str) -> str | None:
-    """A key-and-values message for an unknown key or a value outside a closed set."""
+    """Explain an unknown key or a value outside a closed set (None: another error)."""
     where = tuple(e["loc"])
     if e["type"] == "extra_forbidden" and where:
         model = _table(where)
