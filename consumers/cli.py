@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
@@ -298,6 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the certmon version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            parser_class=_Parser)
+    add_parser = sub.add_parser
+
+    def described(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """Every subcommand: its one-line help as description, help with defaults."""
+        kwargs.setdefault("description", kwargs.get("help"))
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        return add_parser(name, **kwargs)
+
+    setattr(sub, "add_parser", described)  # noqa: B010 (also for the registered commands)
 
     def common(sp: argparse.ArgumentParser, config_required: bool = True) -> None:
         sp.add_argument("--config", required=config_required, help="TOML configuration file")
@@ -395,17 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_inspect)
     register_selection(sub)  # select-demo, evaluate-worker, selection-benchmark
     register_config(sub, DEMO_TOML)  # config: the effective configuration
-    _describe(sub)
     return p
-
-
-def _describe(sub: argparse._SubParsersAction[_Parser]) -> None:
-    """Give every subcommand a description (its one-line help) and help with defaults."""
-    helps = {a.dest: a.help for a in sub._choices_actions}
-    for name, sp in sub.choices.items():
-        sp.formatter_class = _HelpFormatter
-        if not sp.description:
-            sp.description = helps.get(name) or name
 
 
 def main(argv: list[str] | None = None) -> int:
