@@ -18,13 +18,13 @@ import sys
 import threading
 import time
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.config_cli import register as register_config
 from consumers.files import FileSource
-from consumers.inspection import inspect_lines
+from consumers.inspection import inspect_lines, kafka_lines
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.selection.cli import register as register_selection
@@ -111,7 +111,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"certmon: resuming from checkpoint at line {start.get('line') if start else 0}",
               file=sys.stderr)
     t0 = time.monotonic()
-    ticker = Ticker(runner, t0, enabled=not args.quiet and sys.stderr.isatty())
+    ticker = Ticker(runner, t0, enabled=not args.quiet, every=args.progress_every)
     try:
         runner.run(source)
     finally:
@@ -212,9 +212,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = FileSource(path, start=start, follow=config.source.follow,
                         poll_seconds=config.source.poll_seconds,
                         should_stop=lambda: runner.stopping, on_idle=runner.idle)
+    ticker = Ticker(runner, time.monotonic(), enabled=not args.quiet, every=args.progress_every)
     try:
         runner.run(source)
     finally:
+        ticker.stop()
         source.close()
         restore_signals()
         outputs.close()
@@ -242,13 +244,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- inspect
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print a readable summary of a checkpoint or a STATE.json file (HMAC-verified with a key)."""
-    for line in inspect_lines(args.path, checkpoint_key(os.environ)):
+    """Print a readable summary of a checkpoint or a STATE.json file (HMAC-verified with a key).
+
+    With ``--kafka``: every partition's latest checkpoint on the Kafka checkpoint topic of
+    ``--config``, combined (the whole consumer group's state).
+    """
+    if args.kafka:
+        if args.path is not None or not args.config:
+            raise CertmonError("inspect --kafka reads the checkpoint topic of --config FILE; "
+                               "give --config and no path")
+        lines = kafka_lines(_load(args))
+    elif args.path is None:
+        raise CertmonError("inspect needs a PATH (or --kafka --config FILE)")
+    else:
+        lines = inspect_lines(args.path, checkpoint_key(os.environ))
+    for line in lines:
         print(line)
     return 0
 
 
 # ---------------------------------------------------------------------- parser
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help showing ``(default: X)`` for options whose default is a value.
+
+    Options without a default (``None``), flags (``False``) and helps that already say
+    their default are left as written.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (no usage dump)."""
 
@@ -261,12 +290,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="certmon",
         description="Anytime-valid risk certificates for models in production.",
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--debug", action="store_true", default=False,
                    help="show tracebacks on errors")
     p.add_argument("--version", action="version", version=f"certmon {package_version()}",
                    help="print the certmon version and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=_Parser)
+    add_parser = sub.add_parser
+
+    def described(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """Every subcommand: its one-line help as description, help with defaults."""
+        kwargs.setdefault("description", kwargs.get("help"))
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        return add_parser(name, **kwargs)
+
+    setattr(sub, "add_parser", described)  # noqa: B010 (also for the registered commands)
 
     def common(sp: argparse.ArgumentParser, config_required: bool = True) -> None:
         sp.add_argument("--config", required=config_required, help="TOML configuration file")
@@ -274,6 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="KEY=VALUE", help="override a config key (dotted path; TOML value)")
         sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="show tracebacks on errors")
+
+    def progress(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                        help="when stderr is not a terminal, one progress line every SECONDS "
+                             "(0: none); on a terminal the line is redrawn every second")
 
     r = sub.add_parser("replay", help="offline deterministic replay of a JSONL file")
     common(r)
@@ -288,11 +333,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "raw bytes (default: sinks.dead_letters, stderr unless configured)")
     r.add_argument("--checkpoint-dir", help="checkpoint as it goes; a rerun resumes from it")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+    progress(r)
     r.set_defaults(func=cmd_replay)
 
     run = sub.add_parser("run", help="long-running service (file/stdin/Kafka source)")
     common(run)
     run.add_argument("--state-out", help="also write STATE.json when stopping")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress lines on stderr (file and stdin sources)")
+    progress(run)
     run.set_defaults(func=cmd_run)
 
     s = sub.add_parser("simulate", help="write a synthetic event stream as JSONL")
@@ -341,7 +390,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     i = sub.add_parser("inspect", help="summarize a checkpoint or STATE.json")
-    i.add_argument("path", help="a checkpoint file, a checkpoint directory or a STATE.json")
+    i.add_argument("path", nargs="?",
+                   help="a checkpoint file, a checkpoint directory or a STATE.json "
+                        "(not with --kafka)")
+    i.add_argument("--kafka", action="store_true",
+                   help="read the latest checkpoint of every partition from the Kafka "
+                        "checkpoint topic of --config (the whole consumer group's state)")
+    i.add_argument("--config", help="TOML configuration file (with --kafka: brokers, topics)")
+    i.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE", help="override a config key (dotted path; TOML value)")
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                     help="show tracebacks on errors")
     i.set_defaults(func=cmd_inspect)

@@ -162,17 +162,39 @@ def one_line(view: dict[str, Any], elapsed: float) -> str:
 
 
 def summary_lines(view: dict[str, Any]) -> list[str]:
-    """Table plus, per certificate decided, how many labels each method needed."""
+    r"""Table plus, per certificate decided, how many labels each method needed.
+
+    The labels are counted from the start of the certificate's current epoch (a regression or
+    an improvement restarts the certificate; its decision rounds are the model's rounds).
+
+    Examples
+    --------
+    >>> cv = {"alpha": 0.1, "epoch": {"epoch": 2, "started_round": 647, "reason": "regression"},
+    ...       "methods": {"r_eval": {"status": "violated", "violated_at_round": 655}}}
+    >>> view = {"suites": {"s": {"models": {"m": {"certificates": {"risk": cv}}}}}}
+    >>> print(summary_lines(view)[-1].replace(": ", ":\n"))
+      s/m/risk:
+    labels needed to decide in epoch 2 (from round 647, after a regression):
+    R-Eval 8 (at round 655)
+    """
     lines = render_table(view)
     notes: list[str] = []
-    for _, model, cert, _, cv in iter_rows(view):
+    for suite, model, cert, _, cv in iter_rows(view):
+        ep = cv.get("epoch") or {}
+        start = int(ep.get("started_round") or 0)
         decided = []
         for meth, mv in cv.get("methods", {}).items():
             r = mv.get("certified_at_round") or mv.get("violated_at_round")
             if r is not None:
-                decided.append(f"{METHOD_LABELS.get(meth, meth)} {r}")
+                used = f"{int(r) - start} (at round {r})" if start and int(r) >= start else f"{r}"
+                decided.append(f"{METHOD_LABELS.get(meth, meth)} {used}")
         if decided:
-            notes.append(f"  {model}/{cert}: labels needed to decide: " + ", ".join(decided))
+            where = ""
+            if int(ep.get("epoch") or 1) > 1:
+                where = (f" in epoch {ep['epoch']} (from round {start}, after a "
+                         f"{ep.get('reason')})")
+            notes.append(f"  {suite}/{model}/{cert}: labels needed to decide{where}: "
+                         + ", ".join(decided))
     if notes:
         lines += ["", *notes]
     c = view.get("counters")
@@ -327,25 +349,53 @@ class _LiveDisplay:
 
 
 class Ticker:
-    """Progress on stderr once per second while a long replay runs (TTY only)."""
+    """Progress on stderr while a long replay or run goes on.
 
-    def __init__(self, runner: Runner, t0: float, enabled: bool) -> None:
+    On a terminal the line is redrawn once per second; otherwise (a log file, a pipe,
+    ``kubectl logs``) one plain line is printed every ``every`` seconds, so a long run is
+    never silent.
+
+    Examples
+    --------
+    >>> import io, types
+    >>> runner = types.SimpleNamespace(engine=types.SimpleNamespace(events_in=7))
+    >>> out = io.StringIO()
+    >>> t = Ticker(runner, time.monotonic(), enabled=True, every=0.01, out=out)
+    >>> time.sleep(0.1); t.stop()
+    >>> out.getvalue().splitlines()[0].startswith("certmon: progress: 7 events")
+    True
+    """
+
+    def __init__(self, runner: Runner, t0: float, enabled: bool, every: float = 10.0,
+                 out: TextIO | None = None) -> None:
         self._done = threading.Event()
         self._runner = runner
         self._t0 = t0
+        self._out = sys.stderr if out is None else out
+        self._tty = self._out.isatty()
+        self._every = 1.0 if self._tty else every
         self._thread: threading.Thread | None = None
-        if enabled:
+        if enabled and self._every > 0:
             self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
 
     def _loop(self) -> None:
-        while not self._done.wait(1.0):
+        last = 0
+        while not self._done.wait(self._every):
             n = self._runner.engine.events_in
-            print(f"\r{n} events, {time.monotonic() - self._t0:.0f}s", end="", file=sys.stderr)
+            elapsed = time.monotonic() - self._t0
+            if self._tty:
+                print(f"\r{n} events, {elapsed:.0f}s", end="", file=self._out)
+            else:
+                rate = (n - last) / self._every
+                print(f"certmon: progress: {n} events, {elapsed:.0f}s, {rate:.0f} events/s",
+                      file=self._out, flush=True)
+            last = n
 
     def stop(self) -> None:
-        """Stop printing (ends the progress line)."""
+        """Stop printing (ends the progress line on a terminal)."""
         self._done.set()
         if self._thread is not None:
             self._thread.join()
-            print(file=sys.stderr)
+            if self._tty:
+                print(file=self._out)

@@ -90,7 +90,7 @@ def test_config_defaults_and_unchanged_fingerprint_without_selection() -> None:
         (["suites.0.selection.delta=1.5"], "delta"),
         (["suites.0.selection.budget=0"], "budget"),
         (["suites.0.selection.max_outstanding=0"], "max_outstanding"),
-        (["suites.0.selection.typo=1"], "typo: Extra inputs are not permitted"),
+        (["suites.0.selection.typo=1"], "typo: unknown key"),
         (["suites.0.selection.examples='/nonexistent/ids.txt'"], "cannot read examples file"),
         (["suites.0.selection.history='/nonexistent/h.npy'"], "cannot read /nonexistent/h.npy"),
         (["suites.0.mode='monitor'"], 'selection needs mode = "selection"'),

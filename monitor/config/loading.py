@@ -7,11 +7,13 @@ secret setting's value is never echoed.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from monitor.config.settings import CertmonConfig
 from monitor.errors import ConfigError
@@ -81,10 +83,80 @@ def _secret(loc: str) -> bool:
     return any(w in loc.lower() for w in ("password", "secret", "token", "key"))
 
 
+def _section(annotation: Any) -> type[BaseModel] | None:
+    """Return the configuration section (pydantic model) inside a field's type, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _section(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _table(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Return the section a key path ``loc`` lies in (None when it leaves the sections).
+
+    Examples
+    --------
+    >>> _table(("suites", 0, "certificates", 0, "betting")).__name__
+    'CertificateConfig'
+    """
+    model: type[BaseModel] | None = CertmonConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if model is None or part not in model.model_fields:
+            return None
+        model = _section(model.model_fields[part].annotation)
+    return model
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _explain(e: Any, loc: str) -> str | None:
+    """Explain an unknown key or a value outside a closed set (None: another error)."""
+    where = tuple(e["loc"])
+    if e["type"] == "extra_forbidden" and where:
+        model = _table(where)
+        if model is None:
+            return None
+        keys = _keys(model)
+        near = difflib.get_close_matches(str(where[-1]), keys, n=1, cutoff=0.6)
+        hint = f"; did you mean {'.'.join([*map(str, where[:-1]), near[0]])}?" if near else ""
+        return f"{loc}: unknown key{hint} (allowed keys: {', '.join(keys)})"
+    if e["type"] == "literal_error" and not _secret(loc):
+        expected = str(e.get("ctx", {}).get("expected", ""))
+        allowed = [a.strip().strip("'") for a in expected.replace(" or ", ",").split(",")]
+        allowed = [a for a in allowed if a]
+        got = e.get("input")
+        near = difflib.get_close_matches(str(got), allowed, n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return (f"{loc}: {got!r} is not allowed{hint} "
+                f"(allowed values: {', '.join(repr(a) for a in allowed)})")
+    return None
+
+
 def _format_errors(exc: ValidationError) -> str:
+    r"""One line for all errors: each key path, what is wrong and, where it helps, a fix.
+
+    Examples
+    --------
+    >>> try:
+    ...     CertmonConfig.model_validate({"suites": [], "metrics": {"prot": 1}})
+    ... except ValidationError as exc:
+    ...     print(_format_errors(exc))  # doctest: +ELLIPSIS
+    suites: ...; metrics.prot: unknown key; did you mean metrics.port? (allowed keys: ...port...)
+    """
     parts = []
     for e in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        explained = _explain(e, loc)
+        if explained is not None:
+            parts.append(explained)
+            continue
         msg = str(e["msg"]).removeprefix("Value error, ")
         got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
         if e["type"] == "value_error" or isinstance(e.get("input"), dict) or _secret(loc):
@@ -106,9 +178,10 @@ def parse_config(
     Examples
     --------
     >>> parse_config("[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\nb=1")
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    monitor.errors.ConfigError: <config>: suites.0.certificates.0.b: Extra inputs are not permitted
+    monitor.errors.ConfigError: <config>: suites.0.certificates.0.b: unknown key ...
     """
     try:
         doc = tomllib.loads(text)

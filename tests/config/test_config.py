@@ -57,7 +57,7 @@ def test_overrides(override: str, check) -> None:  # type: ignore[no-untyped-def
         (MINIMAL, ["nonsense"], "expected key=value"),
         (MINIMAL, ["suites.0.audit_rate.x=1"], "is a value, not a table"),
         (MINIMAL, ["suites.0.certificates.0.methods=['r_eval']"], "primary 'r_autoeval_plus'"),
-        (MINIMAL, ["suites.0.typo=1"], "suites.0.typo: Extra inputs are not permitted"),
+        (MINIMAL, ["suites.0.typo=1"], "suites.0.typo: unknown key"),
         (MINIMAL, ["suites.0.certificates.0.alpha=0"], "alpha: Input should be greater than 0"),
         (MINIMAL, ["suites.0.certificates.0.primary='up'"], "primary"),
         (MINIMAL, ["suites.0.certificates.0.betting='kelly'"], "betting"),
