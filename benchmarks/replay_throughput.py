@@ -82,13 +82,14 @@ def round_stages(cfg: Any, lines: list[bytes], rounds: int) -> None:
     from monitor.state.epochs import CertificateEpochs
     from monitor.state.judge_drift import JudgeDrift
     from monitor.state.suite import SuiteState
-    from monitor.stats.betting.autoeval import AutoEvalTest
+    from monitor.stats.betting.autoeval import MixtureTest, PlugInTest
     from monitor.stats.betting.confseq_bernstein import BernsteinSequences
     from monitor.stats.betting.risk_group import CertificateGroup
 
     stages = [(SuiteState, "_round", "round, all stages"),
               (CertificateGroup, "update", "  certificate group"),
-              (AutoEvalTest, "advance", "    e-processes (certify, violate per method)"),
+              (PlugInTest, "advance", "    e-processes (certify, violate per method)"),
+              (MixtureTest, "record_shared_round", "    e-processes (certify, violate per method)"),
               (BernsteinSequences, "update", "    confidence sequences"),
               (CertificateEpochs, "update", "  regression detector"),
               (JudgeDrift, "update", "  judge-drift detectors"),

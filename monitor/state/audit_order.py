@@ -12,7 +12,7 @@ Waiting for the slowest label would delay every claim, so the certificates also 
 units not applied yet are bounded below (:mod:`monitor.stats.betting.plugin_bounds`: a pending
 label at its worst value for the claim, at the round's reliance, fixed when its unit was
 judged) and summed here; :meth:`AuditOrder.claim` offers the resulting lower bound on the
-audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval.AutoEvalTest.claim`).
+audit-ordered wealth to each test (:meth:`~monitor.stats.betting.autoeval_plugin.PlugInTest.claim`).
 
 Examples
 --------

@@ -12,7 +12,7 @@ One package per method family, each opening with what lives there and what it ma
 Package / module                Paper, concept and public names
 ==============================  ===========================================================
 :mod:`~.betting`                R-AutoEval+: :class:`BetConfig`, :class:`BettingEProcess`,
-                                :class:`AutoEvalTest`, :func:`method_rhos`,
+                                :func:`AutoEvalTest`, :func:`method_rhos`,
                                 :func:`effective_observations`, :class:`RiskMonitor`,
                                 :class:`CertificateGroup`, :class:`HedgedConfidenceSequence`
 :mod:`~.cereval`                Cer-Eval: :class:`SequentialMean`,

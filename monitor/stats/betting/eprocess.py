@@ -232,8 +232,8 @@ class BettingEProcess:
     def advance(self, q: list[float]) -> None:
         """Update without input checks (``q`` is a list of S floats known to be in range).
 
-        Used by :class:`monitor.stats.betting.autoeval.AutoEvalTest`, which validates its raw inputs
-        once and builds ``q`` so that it lies in range by construction.
+        Used by :class:`~monitor.stats.betting.autoeval_mixture.MixtureTest`, which validates
+        its inputs once and builds ``q`` so that it lies in range by construction.
         """
         if self._bet.rule == "wsr":
             self._advance_wsr(q)

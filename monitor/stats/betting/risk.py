@@ -14,9 +14,12 @@ import numpy as np
 from monitor.stats.betting.autoeval import (
     AutoEvalTest,
     Method,
+    MixtureTest,
+    OneSidedTest,
     advance_verified_pair,
     check_round,
     method_rhos,
+    restore_test,
 )
 from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
 
@@ -171,9 +174,11 @@ class RiskMonitor:
         self._cs_grid = cs_grid
         self._cs_kind = check_cs_kind(cs_kind)
         rhos = method_rhos(self._method, n_rhos)
-        self._certify = AutoEvalTest(self._alpha, self._tdelta, "certify", rhos, bet)
-        self._violate = AutoEvalTest(self._alpha, self._tdelta, "violate", rhos, bet)
-        self._twins = bet.rule == "wsr"
+        self._certify: OneSidedTest = AutoEvalTest(self._alpha, self._tdelta, "certify", rhos,
+                                                   bet)
+        self._violate: OneSidedTest = AutoEvalTest(self._alpha, self._tdelta, "violate", rhos,
+                                                   bet)
+        self._twins = _twin_pair(self._certify, self._violate)
         self._cs: Interval | None = None
         if cs_grid is not None:
             self._cs = make_interval(cs_kind, self._tdelta, rhos.tolist(), bet, cs_grid)
@@ -183,8 +188,8 @@ class RiskMonitor:
     def from_parts(
         cls,
         config: dict[str, Any],
-        certify: AutoEvalTest,
-        violate: AutoEvalTest,
+        certify: OneSidedTest,
+        violate: OneSidedTest,
         cs: Interval | None,
         sum_bias: float = 0.0,
     ) -> Self:
@@ -207,12 +212,12 @@ class RiskMonitor:
         m._cs_grid = None if config["cs_grid"] is None else int(config["cs_grid"])
         m._cs_kind = check_cs_kind(config.get("cs_kind", "grid"))
         m._certify, m._violate = certify, violate
-        m._twins = certify.is_twin_of(violate)
+        m._twins = _twin_pair(certify, violate)
         m._cs = cs
         m._sum_bias = float(sum_bias)
         return m
 
-    def respawn(self, certify: AutoEvalTest, violate: AutoEvalTest, cs: Interval | None) -> Self:
+    def respawn(self, certify: OneSidedTest, violate: OneSidedTest, cs: Interval | None) -> Self:
         """Return a monitor of this one's configuration over fresh parts (no round seen).
 
         Cheaper than :meth:`from_parts` (no config to parse); used by owners that spawn a new
@@ -235,7 +240,7 @@ class RiskMonitor:
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._certify, new._violate = certify, violate
-        new._twins = certify.is_twin_of(violate)
+        new._twins = _twin_pair(certify, violate)
         new._cs = cs
         new._sum_bias = 0.0
         return new
@@ -263,8 +268,8 @@ class RiskMonitor:
         h = float(human_loss)
         f = float(judge_loss)
         b = None if block_mean is None else float(block_mean)
-        if self._twins:  # verified at construction / restore; both only advance here
-            advance_verified_pair(self._certify, self._violate, h, f, b)
+        if self._twins is not None:  # verified at construction / restore; only advanced here
+            advance_verified_pair(self._twins[0], self._twins[1], h, f, b)
         else:
             self._certify.advance(h, f, b)
             self._violate.advance(h, f, b)
@@ -371,12 +376,12 @@ class RiskMonitor:
         return self._sum_bias / t if t else math.nan
 
     @property
-    def certify_test(self) -> AutoEvalTest:
+    def certify_test(self) -> OneSidedTest:
         """The certify-side test (read-only use)."""
         return self._certify
 
     @property
-    def violate_test(self) -> AutoEvalTest:
+    def violate_test(self) -> OneSidedTest:
         """The violate-side test (read-only use)."""
         return self._violate
 
@@ -410,5 +415,14 @@ class RiskMonitor:
         cs = None
         if d["cs"] is not None:
             cs = interval_from_state(d["cs"])
-        return cls.from_parts(d["config"], AutoEvalTest.from_state(d["certify"]),
-                              AutoEvalTest.from_state(d["violate"]), cs, d["sum_bias"])
+        return cls.from_parts(d["config"], restore_test(d["certify"]),
+                              restore_test(d["violate"]), cs, d["sum_bias"])
+
+
+def _twin_pair(certify: OneSidedTest, violate: OneSidedTest
+               ) -> tuple[MixtureTest, MixtureTest] | None:
+    # the pair when both sides share WSR statistics (advanced in one pass), else None
+    if (isinstance(certify, MixtureTest) and isinstance(violate, MixtureTest)
+            and certify.is_twin_of(violate)):
+        return certify, violate
+    return None

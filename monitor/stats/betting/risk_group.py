@@ -20,96 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from monitor.stats.betting.autoeval import AutoEvalTest, check_round, method_rhos
-from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig, Side
+from monitor.stats.betting.autoeval import (
+    MixtureTest,
+    OneSidedTest,
+    PlugInTest,
+    check_round,
+    method_rhos,
+)
+from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
+from monitor.stats.betting.rows_view import RowsView
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
 _STATE_KIND = "certmon.CertificateGroup"
-
-
-class _RowsView(BettingEProcess):
-    """Read-only view of some rows of a :class:`BettingEProcess` (what a member test reads)."""
-
-    def __init__(self, parent: BettingEProcess, rows: list[int]) -> None:  # no super(): a view
-        self._parent = parent
-        self._idx = rows
-        self._full = rows == list(range(len(parent.lo_list)))
-        self._i = rows[0]
-        self._one = len(rows) == 1
-
-    def _pick(self, v: list[float]) -> list[float]:
-        return list(v) if self._full else [v[i] for i in self._idx]
-
-    @property
-    def alpha(self) -> float:
-        return self._parent.alpha
-
-    @property
-    def delta(self) -> float:
-        return self._parent.delta
-
-    @property
-    def side(self) -> Side:
-        return self._parent.side
-
-    @property
-    def bet(self) -> BetConfig:
-        return self._parent.bet
-
-    @property
-    def lo(self) -> np.ndarray:
-        return np.array(self._pick(self._parent.lo_list))
-
-    @property
-    def hi(self) -> np.ndarray:
-        return np.array(self._pick(self._parent.hi_list))
-
-    @property
-    def rounds(self) -> int:
-        return self._parent.rounds
-
-    @property
-    def next_bets(self) -> np.ndarray:
-        return np.array(self._pick(self._parent.next_bets_list))
-
-    @property
-    def log_wealth(self) -> np.ndarray:
-        return np.array(self.log_wealth_list())
-
-    def log_wealth_list(self) -> list[float]:
-        lw = self._parent.log_wealth_list()
-        if self._full:
-            return lw
-        if self._one:
-            return [lw[self._i]]
-        return [lw[i] for i in self._idx]
-
-    def update(self, q: Any) -> None:
-        raise TypeError("a grouped e-process is advanced by its CertificateGroup")
-
-    def advance(self, q: list[float]) -> None:
-        raise TypeError("a grouped e-process is advanced by its CertificateGroup")
-
-    def is_twin_of(self, other: BettingEProcess) -> bool:
-        return False
-
-    def to_state(self) -> dict[str, Any]:
-        d = self._parent.to_state()
-        if self._full:
-            return d
-        for key in ("lo", "hi", "log_wealth", "next_bets"):
-            d[key] = [d[key][i] for i in self._idx]
-        if "wsr" in d:
-            d["wsr"] = {k: [v[i] for i in self._idx] for k, v in d["wsr"].items()}
-        else:
-            grid = d["up"]["log_wealth_grid"]
-            d["up"] = {"log_wealth_grid": [grid[i] for i in self._idx]}
-        return d
 
 
 class GroupedRiskMonitor(RiskMonitor):
@@ -181,10 +108,11 @@ class CertificateGroup:
     rounds. The union e-processes compute each rho's observation, wealth, WSR statistics and
     bet with the same float operations, in the same order, as a standalone e-process (rows do
     not interact), and each member's test keeps its own mixture, maximum and crossing round
-    over its own rows, with the code of :class:`~monitor.stats.betting.autoeval.AutoEvalTest`. The
-    confidence sequences share :class:`~monitor.stats.betting.confseq_group.SharedGridWealth` (see
-    its Notes). Assumes ``method_rhos("r_autoeval_plus", n)`` contains exactly 0.0 and 1.0 (it
-    does: ``linspace`` endpoints are exact); otherwise the union simply has more rows.
+    over its own rows, with the code of
+    :class:`~monitor.stats.betting.autoeval_mixture.MixtureTest`. The confidence sequences
+    share :class:`~monitor.stats.betting.confseq_group.SharedGridWealth` (see its Notes).
+    Assumes ``method_rhos("r_autoeval_plus", n)`` contains exactly 0.0 and 1.0 (it does:
+    ``linspace`` endpoints are exact); otherwise the union simply has more rows.
     """
 
     def __init__(self, alpha: float, delta: float, methods: Sequence[str], bet: BetConfig,
@@ -218,24 +146,29 @@ class CertificateGroup:
             self._grid = kind(self._tdelta, union, bet, cs_grid, [self._rows[m] for m in meths])
         self._wire()
 
-    def _wire(self, own: list[AutoEvalTest] | None = None) -> None:
+    def _wire(self, own: list[PlugInTest] | None = None) -> None:
         # member RiskMonitors reading the shared e-processes and grid (plugin_up: own tests,
         # from ``own`` when restoring)
         self._twins = self._bet.rule == "wsr" and self._eps[0].is_twin_of(self._eps[1])
         self._members: dict[str, GroupedRiskMonitor] = {}
-        self._tests: list[AutoEvalTest] = []
+        self._tests: list[OneSidedTest] = []  # certify and violate of each method, in order
+        self._plugin_tests: list[PlugInTest] = []  # the same tests (plugin_up), or empty
+        self._mixture_tests: list[MixtureTest] = []  # the same tests (shared rows), or empty
         for j, meth in enumerate(self._methods):
             rhos = [self._rhos[i] for i in self._rows[meth]]
-            if own is not None:
-                certify, violate = own[2 * j], own[2 * j + 1]
-            elif self._plugin:
-                certify, violate = (AutoEvalTest(self._alpha, self._tdelta, side, rhos, self._bet)
-                                    for side in ("certify", "violate"))
+            certify: OneSidedTest
+            violate: OneSidedTest
+            if own is not None or self._plugin:
+                certify, violate = pair = (own[2 * j], own[2 * j + 1]) if own is not None else (
+                    PlugInTest(self._alpha, self._tdelta, "certify", rhos, self._bet),
+                    PlugInTest(self._alpha, self._tdelta, "violate", rhos, self._bet))
+                self._plugin_tests.extend(pair)
             else:
-                certify, violate = (
-                    AutoEvalTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
-                                 e_process=_RowsView(ep, self._rows[meth]))
+                certify, violate = rows = tuple(
+                    MixtureTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
+                                e_process=RowsView(ep, self._rows[meth]))
                     for ep in self._eps)
+                self._mixture_tests.extend(rows)
             config = {"alpha": self._alpha, "delta": self._delta, "method": meth,
                       "bet": self._bet, "n_rhos": self._n_rhos, "cs_grid": self._cs_grid,
                       "cs_kind": self._cs_kind, "threshold_delta": self._tdelta}
@@ -269,7 +202,8 @@ class CertificateGroup:
         new = CertificateGroup.__new__(CertificateGroup)  # copy.copy, minus its protocol
         new.__dict__.update(self.__dict__)
         grid = new._grid = None if self._grid is None else self._grid.spawn()
-        tests = new._tests = [t.spawn() for t in self._tests]
+        tests = new._plugin_tests = [t.spawn() for t in self._plugin_tests]
+        new._tests, new._mixture_tests = list(tests), []
         # the members as _wire builds them (method j reads tests 2j, 2j + 1 and sequence j),
         # copied from this group's unread members instead of assembled from their config
         new._members = {
@@ -304,10 +238,10 @@ class CertificateGroup:
         b = None if block_mean is None else float(block_mean)
         if self._plugin:
             if rhos is None:
-                for t in self._tests:
+                for t in self._plugin_tests:
                     t.advance(h, f, b, None, learn)
             else:
-                for t, r in zip(self._tests, rhos, strict=True):
+                for t, r in zip(self._plugin_tests, rhos, strict=True):
                     t.advance(h, f, b, r, learn)
         else:
             self._advance_rows(h, f, b)
@@ -331,28 +265,28 @@ class CertificateGroup:
         else:
             cert.advance(q)
             viol.advance(q)
-        for t in self._tests:
-            t.record(h, d)
+        for t in self._mixture_tests:
+            t.record_shared_round(h, d)
 
     def penalize(self, judge_loss: float, block_mean: float | None,
                  rhos: Sequence[float] | None = None) -> None:
         """Take a round whose label is missing for good: each test at its worst label.
 
-        Certify tests take the label 1, violate tests 0 (:meth:`AutoEvalTest.penalize`,
+        Certify tests take the label 1, violate tests 0 (:meth:`PlugInTest.penalize`,
         ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`); the confidence
         sequences and judge bias are not fed.
         """
         if rhos is None:
-            for t in self._tests:
+            for t in self._plugin_tests:
                 t.penalize(judge_loss, block_mean)
         else:
-            for t, r in zip(self._tests, rhos, strict=True):
+            for t, r in zip(self._plugin_tests, rhos, strict=True):
                 t.penalize(judge_loss, block_mean, r)
 
     def learn(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Let every ``plugin_up`` test's reliance learn from a label that just arrived."""
         if self._plugin:
-            for t in self._tests:
+            for t in self._plugin_tests:
                 t.learn(human_loss, judge_loss, block_mean)
 
     def reliances(self) -> list[float]:
@@ -360,12 +294,12 @@ class CertificateGroup:
         return [t.rho for t in self._tests] if self._plugin else []
 
     @property
-    def tests(self) -> list[AutoEvalTest]:
-        """The one-sided tests (certify and violate of each method; shared rows otherwise)."""
-        return self._tests if self._plugin else []
+    def tests(self) -> list[PlugInTest]:
+        """The ``plugin_up`` one-sided tests (certify and violate of each method), else empty."""
+        return self._plugin_tests
 
     def restart_reliance(self) -> None:
-        """Restart every test's reliance on the judge (see :meth:`AutoEvalTest.restart_reliance`).
+        """Restart every test's reliance on the judge (see :meth:`OneSidedTest.restart_reliance`).
 
         The confidence sequences keep their rho mixture (their validity never depended on it).
         """
@@ -465,9 +399,9 @@ class CertificateGroup:
         if (proto is not None and "plugin_tests" in d and proto._shares_parts()
                 and c == proto._config_state()):
             g = proto.spawn()  # (raises if the prototype has seen a round)
-            if len(d["plugin_tests"]) != len(g._tests):
+            if len(d["plugin_tests"]) != len(g._plugin_tests):
                 raise ValueError("CertificateGroup state: tests do not match the config")
-            for t, td in zip(g._tests, d["plugin_tests"], strict=True):
+            for t, td in zip(g._plugin_tests, d["plugin_tests"], strict=True):
                 t.load_state(td)
             g._load_common(d)
             return g
@@ -475,7 +409,7 @@ class CertificateGroup:
                 n_rhos=c["n_rhos"], cs_grid=c["cs_grid"], threshold_delta=c["threshold_delta"],
                 cs_kind=c.get("cs_kind", "grid"))
         if g._plugin:
-            tests = [AutoEvalTest.from_state(t) for t in d["plugin_tests"]]
+            tests = [PlugInTest.from_state(t) for t in d["plugin_tests"]]
             if [(t.side, t.rhos.tolist()) for t in tests] != [
                     (t.side, t.rhos.tolist()) for t in g._tests]:
                 raise ValueError("CertificateGroup state: tests do not match the config")
@@ -489,15 +423,15 @@ class CertificateGroup:
                 raise ValueError("CertificateGroup state: e-processes do not match the config")
         g._eps = eps
         g._wire()
-        if len(d["tests"]) != len(g._tests):
+        if len(d["tests"]) != len(g._mixture_tests):
             raise ValueError("CertificateGroup state: wrong number of tests")
-        for t, (mx, crossed) in zip(g._tests, d["tests"], strict=True):
-            t.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
+        for m, (mx, crossed) in zip(g._mixture_tests, d["tests"], strict=True):
+            m.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
         if "log_w0" in d:
-            if len(d["log_w0"]) != len(g._tests):
+            if len(d["log_w0"]) != len(g._mixture_tests):
                 raise ValueError("CertificateGroup state: wrong number of prior weights")
-            for t, w in zip(g._tests, d["log_w0"], strict=True):
-                t.set_prior_log_weights([float(v) for v in w])
+            for m, w in zip(g._mixture_tests, d["log_w0"], strict=True):
+                m.set_prior_log_weights([float(v) for v in w])
             g._restarted = True
         g._load_common(d)
         return g

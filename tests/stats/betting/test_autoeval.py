@@ -12,6 +12,7 @@ from monitor.stats.betting.autoeval import (
     check_round,
     effective_observations,
     method_rhos,
+    restore_test,
 )
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.eprocess import BettingEProcess
@@ -157,8 +158,8 @@ def test_json_roundtrip_midstream_and_pair_identity(rule: str) -> None:
         advance_pair(c1, v1, h, f, b)
         c2.update(h, f, b)
         v2.update(h, f, b)
-    c3 = AutoEvalTest.from_state(json.loads(json.dumps(c1.to_state())))
-    v3 = AutoEvalTest.from_state(json.loads(json.dumps(v1.to_state())))
+    c3 = restore_test(json.loads(json.dumps(c1.to_state())))
+    v3 = restore_test(json.loads(json.dumps(v1.to_state())))
     for h, f, b in rounds[70:]:
         advance_pair(c1, v1, h, f, b)
         advance_pair(c3, v3, h, f, b)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
+from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos, restore_test
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import PlugInEProcess, bet_grid, plugin_rho
 from monitor.stats.betting.risk import RiskMonitor
@@ -123,7 +123,7 @@ def test_batch_equals_online_and_state_round_trips(side: Side) -> None:
             for j, t in enumerate(tests):
                 t.update(float(h[j]), float(f[j]), None if np.isnan(b[j]) else float(b[j]))
             if i == 70:  # JSON round trip mid-stream, then bit-identical continuation
-                tests = [AutoEvalTest.from_state(json.loads(json.dumps(t.to_state())))
+                tests = [restore_test(json.loads(json.dumps(t.to_state())))
                          for t in tests]
             np.testing.assert_allclose([t.log_e for t in tests], batch.log_wealth,
                                        rtol=1e-10, atol=1e-10)

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest
+from monitor.stats.betting.autoeval import AutoEvalTest, PlugInTest
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.risk import RiskMonitor, make_interval
@@ -71,8 +71,9 @@ def test_spawn_sets_every_slot() -> None:
     """The explicit copies in ``spawn`` name every slot (a new slot must be added there)."""
     proto = AutoEvalTest(0.2, 0.1, "violate", [0.0, 0.5, 1.0], BetConfig())
     child = proto.spawn()
-    for obj, cls in ((child, AutoEvalTest), (child._pl, PlugInEProcess)):
-        missing = [k for k in cls.__slots__ if not hasattr(obj, k)]
+    for obj, cls in ((child, PlugInTest), (child._pl, PlugInEProcess)):
+        slots = [k for c in cls.__mro__ for k in getattr(c, "__slots__", ())]
+        missing = [k for k in slots if not hasattr(obj, k)]
         assert not missing, (cls.__name__, missing)
 
 
