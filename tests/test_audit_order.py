@@ -91,3 +91,21 @@ def test_restore_refuses_inconsistent_audit_order(forge: str) -> None:
         order[2] += 1
     with pytest.raises(CheckpointError, match=r"audit order|waiting"):
         Engine.restore(cfg, snap)
+
+
+def test_restore_bounds_confidence_sequence_rounds_by_missing_labels() -> None:
+    """A missing label is a round of the default confidence sequences, not of the epoch:
+    restore accepts rounds up to the model's rounds + missing labels, and no more."""
+    cfg = parse_config(CONFIG)
+    eng = Engine(cfg)
+    _run(eng, _lines())
+    snap = json.loads(json.dumps(eng.snapshot()))
+    md = next(s["models"][0] for s in snap["suites"]
+              if s["models"][0]["counts"]["expired_pending"])
+    cs = md["groups"][0][1]["cs"]
+    assert md["counts"]["rounds"] < cs["rounds"] <= (md["counts"]["rounds"]
+                                                     + md["counts"]["expired_pending"])
+    Engine.restore(cfg, json.loads(json.dumps(snap)))
+    cs["rounds"] = md["counts"]["rounds"] + md["counts"]["expired_pending"] + 1
+    with pytest.raises(CheckpointError, match="confidence sequence has"):
+        Engine.restore(cfg, snap)

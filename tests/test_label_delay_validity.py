@@ -52,11 +52,12 @@ CASES = {
 }
 
 
-def run_case(seed: int, ttl: float = 1e9, **kw: float) -> tuple[Engine, dict[tuple[str, str], int]]:
+def run_case(seed: int, ttl: float = 1e9, units: int = UNITS,
+             **kw: float) -> tuple[Engine, dict[tuple[str, str], int]]:
     """Feed SUITES independent suites; count suites with an alert per (certificate, kind)."""
     eng = Engine(parse_config(CONFIG.format(ttl=ttl)))
     rng = np.random.default_rng(seed)
-    streams = [delayed_stream(f"s{i}", rng, units=UNITS, risk=0.1, **kw) for i in range(SUITES)]
+    streams = [delayed_stream(f"s{i}", rng, units=units, risk=0.1, **kw) for i in range(SUITES)]
     seen: dict[tuple[str, str], set[str]] = {}
     for _, line in heapq.merge(*streams):
         for a in eng.process(line).alerts:
@@ -97,3 +98,24 @@ def test_confidence_sequences_cover_under_label_dependent_delays() -> None:
             missed += 1
         assert math.isfinite(mon.cs_lower)
     assert clopper_pearson_lower(missed, SUITES, 0.99) <= DELTA
+
+
+def test_confidence_sequences_cover_when_passing_labels_go_missing() -> None:
+    """30% of passing labels never come (timeout 300): the final sequences still cover.
+
+    A missing unit is taken at each side's worst label (label 1 for the upper bound, 0 for
+    the lower). Skipping it instead (before) missed in 5 of 100 suites here, 0 now; at about
+    400 rounds the bias of skipping is within the width (the sharper check, at 2000 rounds:
+    ``tests/stats/betting/test_confseq_missing.py``).
+    """
+    eng, _ = run_case(31, 300.0, missing_pass=0.3)
+    missed = 0
+    for s in eng.suites.values():
+        m = s.models["m"]
+        assert m.counts["expired_pending"] > 0
+        mon = m.monitors[("r_autoeval_plus", "r_autoeval_plus")]
+        assert math.isfinite(mon.cs_lower) and mon.cs_upper - mon.cs_lower < 0.7
+        if not (mon.cs_lower <= 0.1 <= mon.cs_upper):
+            missed += 1
+    print(f"missed {missed} of {SUITES}")
+    assert clopper_pearson_lower(missed, SUITES, 0.99) <= DELTA, missed

@@ -251,8 +251,9 @@ class ModelState:
 
         Each certificate's tests take the label least favourable to their claim
         (:meth:`CertificateGroup.penalize`), its change detectors the label least favourable
-        to an alarm (:meth:`CertificateEpochs.update_missing`); the confidence sequences,
-        judge-drift detectors and judge bias do not see the unit. Not a round
+        to an alarm (:meth:`CertificateEpochs.update_missing`), the default confidence
+        sequences the label least favourable to each bound; the judge-drift detectors and
+        judge bias do not see the unit. Not a round
         (``counts["rounds"]`` is unchanged).
         """
         mean = block[0] / block[1] if block is not None and block[1] else None

@@ -259,6 +259,53 @@ class BernsteinSequences:
         if len(pending) >= 2 * (_CHUNK - self._applied % _CHUNK):
             self.flush()
 
+    def penalize(self, judge: float, block_mean: float | None) -> None:
+        """One round whose label is missing for good, at each side's worst label.
+
+        The upper test (H0: ``R >= m``, factor ``1 + lam (m - q)``, which yields the upper
+        bound) sees the label 1, the lower test (H0: ``R <= m``, yields the lower bound) the
+        label 0: each factor is at most what the real label would have given. The round's bets
+        are those of an ordinary round (from earlier rounds only); the WSR statistics that
+        later bets use take the judge's loss for the label. Counted in :attr:`rounds`.
+
+        Examples
+        --------
+        >>> g = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+        >>> for _ in range(500):   # every label missing: nothing is learnt about R
+        ...     g.penalize(0.2, 0.2)
+        >>> [(m.lower, m.upper) for m in g.members], g.rounds
+        ([(0.0, 1.0), (0.0, 1.0)], 500)
+        >>> for i in range(500):
+        ...     g.update(float(i % 5 == 0), 0.2, 0.2); g.penalize(0.2, 0.2)
+        >>> m = g.members[0]   # half missing: R is known to lie in about [0.1, 0.6] only
+        >>> bool(m.lower < 0.1 and m.upper > 0.55), g.rounds
+        (True, 1500)
+
+        Notes
+        -----
+        *Guarantee.* With the same bets, the real labels' wealth at ``m = R`` is a nonnegative
+        supermartingale (the bets are predictable: fixed from earlier rounds, the imputed
+        statistics included), and each penalized factor is at most its real one and still at
+        least ``1 - c`` (``q`` stays in ``[-rho, 1 + rho]``), so both sides' wealth, and
+        Fan's quadratic below it, are at most the real wealth: coverage ``1 - delta`` holds
+        whatever makes a label go missing, at the cost of width.
+        """
+        self.flush()
+        self.rounds += 1
+        if not any(m.is_valid for m in self.members):
+            self._applied = self.rounds
+            return
+        self._open_block()
+        shift = 0.0 if block_mean is None else block_mean - judge
+        base = shift * self._row_rho
+        run = self._kernel.run
+        args = (self._applied, self.total, self.dev, self.sums, self._cap_edges)
+        up, _, _ = run((1.0 + base)[None, :], *args)  # label 1 for the upper test
+        low, _, _ = run((0.0 + base)[None, :], *args)  # label 0 for the lower test
+        _, totals, devs = run((judge + base)[None, :], *args)  # later bets: the judge's loss
+        self._settle(np.stack([up[0, 1:], low[1, 1:]]), totals, devs)
+        self._applied = self.rounds
+
     def flush(self) -> None:
         """Apply the buffered rounds (every read of a bound or the state calls this first)."""
         if not self._pending:

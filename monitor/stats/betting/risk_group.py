@@ -273,8 +273,11 @@ class CertificateGroup:
         """Take a round whose label is missing for good: each test at its worst label.
 
         Certify tests take the label 1, violate tests 0 (:meth:`PlugInTest.penalize`,
-        ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`); the confidence
-        sequences and judge bias are not fed.
+        ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`). The default
+        confidence sequences (``cs_kind = "bernstein"``) take the round with the label 1 on
+        the side giving the upper bound and 0 on the one giving the lower bound
+        (:meth:`BernsteinSequences.penalize`, counted in their rounds); the ``"grid"``
+        sequences and the judge bias are not fed.
         """
         if rhos is None:
             for t in self._plugin_tests:
@@ -282,6 +285,9 @@ class CertificateGroup:
         else:
             for t, r in zip(self._plugin_tests, rhos, strict=True):
                 t.penalize(judge_loss, block_mean, r)
+        if isinstance(self._grid, BernsteinSequences):
+            self._grid.penalize(float(judge_loss),
+                                None if block_mean is None else float(block_mean))
 
     def learn(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Let every ``plugin_up`` test's reliance learn from a label that just arrived."""
