@@ -303,6 +303,19 @@ class SuiteState:
                             unit.rhos, m.groups, lambda: self._waiting(m.name))
             self._release(m, ts, alerts)
 
+    def evict_waiting(self, alerts: list[Alert]) -> str:
+        """Evict the oldest pending unit or orphan label (the engine's memory budget).
+
+        Exactly as if it expired (:meth:`_expired_pending`: a missing label, applied at its
+        worst value; or an expired orphan); returns ``"pending"`` or ``"orphans"``.
+        """
+        kind, key, p = self.join.pop_oldest_waiting()
+        if kind == "pending":
+            self._expired_pending(key, p, self.join.watermark, alerts)
+        else:
+            self._expired_orphan(p)
+        return kind
+
     def _expired_orphan(self, payload: list[Any]) -> None:
         m = self.models[payload[0]]
         m.orphan_labels -= 1
