@@ -56,6 +56,7 @@ from monitor.events import (
     peek_route,
 )
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
+from monitor.state.budget import JoinBudget
 from monitor.state.restore_checks import (
     RefusedState,
     check_counts,
@@ -65,7 +66,6 @@ from monitor.state.restore_checks import (
 from monitor.state.restore_detectors import check_suite_detectors
 from monitor.state.restore_selection import check_selection_dict
 from monitor.state.restore_strata import check_suite_strata
-from monitor.state.budget import JoinBudget
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences

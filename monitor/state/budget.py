@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from monitor.config import EventsConfig
 from monitor.state.join import JoinWindow
 
-__all__ = ["EVICTION_KINDS", "JoinBudget", "Evictable"]
+__all__ = ["EVICTION_KINDS", "Evictable", "JoinBudget"]
 
 EVICTION_KINDS = ("pending", "orphans", "ids", "rounded")
 
@@ -92,12 +92,12 @@ class JoinBudget:
 
     @classmethod
     def of(cls, events: EventsConfig) -> JoinBudget:
-        """The budget of ``[events]`` ``max_waiting_units`` / ``max_dedupe_entries``."""
+        """Return the budget of ``[events]`` ``max_waiting_units`` / ``max_dedupe_entries``."""
         return cls(events.max_waiting_units, events.max_dedupe_entries)
 
     @staticmethod
     def sizes(join: JoinWindow) -> tuple[int, int]:
-        """``(waiting, dedupe)`` entries of one suite's join."""
+        """Return the ``(waiting, dedupe)`` entries of one suite's join."""
         return waiting(join), dedupe(join)
 
     def load_evictions(self, counts: Mapping[str, Any]) -> None:
@@ -106,7 +106,7 @@ class JoinBudget:
 
     @staticmethod
     def floor(bound: int) -> int:
-        """The total a batch of evictions brings a bound's excess down to (1/64 below it)."""
+        """Return the total a batch of evictions brings an excess down to (1/64 below)."""
         return bound - max(1, bound // 64) if bound > 1 else 0
 
     def recount(self, suites: Mapping[str, Evictable]) -> None:
