@@ -14,8 +14,9 @@
 Models are created on first sight by :class:`~monitor.state.prototypes.ModelFactory`.
 
 Memory is bounded (bounds per suite, configurable in ``[[suites]]``): see
-:mod:`monitor.state.join`; totals over suites: :mod:`monitor.state.budget`. A label that finds no pending unit but whose judge was seen (so the
-unit was not audited, or its pending entry expired) is counted as unsolicited and never used.
+:mod:`monitor.state.join`; totals over suites: :mod:`monitor.state.budget`. A label that
+finds no pending unit but whose judge was seen (so the unit was not audited, or its pending
+entry expired) is counted as unsolicited and never used.
 
 Examples
 --------
