@@ -46,6 +46,9 @@ from typing import Any
 import numpy as np
 
 CONFIG = """
+[events]
+max_models = 1000000
+
 [[suites]]
 name = "*"
 models = ["*"]

@@ -201,7 +201,8 @@ def memory(args: argparse.Namespace) -> dict[str, float]:
     sizes = [max(10, round(10_000 * args.scale)), max(30, round(30_000 * args.scale))]
     for m in sizes:  # 10 judge events and 1 label per model (one round each)
         sh = Shape(f"models{m}", m * 12, suites=1, models=m, seed=3, unaudited_per_label=10.0)
-        _, res[f"rss_{m}"], _ = run(replay_cmd(args.config, cached(sh, OUT), []))
+        _, res[f"rss_{m}"], _ = run(replay_cmd(args.config, cached(sh, OUT),
+                                               [f"events.max_models={m}"]))
         print(f"memory: {m:,} models in one suite, {m * 12:,} events: peak RSS "
               f"{res[f'rss_{m}']:,.0f} MB", flush=True)
     per = (res[f"rss_{sizes[1]}"] - res[f"rss_{sizes[0]}"]) * 2**20 / (sizes[1] - sizes[0])

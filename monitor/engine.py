@@ -56,6 +56,7 @@ from monitor.events import (
     peek_route,
 )
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
+from monitor.state.budget import JoinBudget
 from monitor.state.restore_checks import (
     RefusedState,
     check_counts,
@@ -118,9 +119,9 @@ class Engine:
     Guarantees: each event is validated once; rejected events and duplicates never change
     certificate state; the audit decision depends only on identifiers (or the event's
     ``audit`` flag); each round uses one audited unit and one fresh synthetic block.
-    Outputs are deterministic functions of the per-suite event order (and, for events
-    stamped more than ``events.max_ts_jump_seconds`` in the future, of the clock: they are
-    dead-lettered as ``implausible_ts``).
+    Outputs are deterministic functions of the per-suite event order, of the engine's event
+    order for the memory budget's evictions (:mod:`monitor.state.budget`), and of the clock
+    for events stamped over ``events.max_ts_jump_seconds`` ahead (``implausible_ts``).
     """
 
     def __init__(self, config: CertmonConfig, clock: Callable[[], float] = time.time) -> None:
@@ -135,6 +136,7 @@ class Engine:
         self._max_models = config.events.max_models
         self._suites: dict[str, SuiteState] = {}
         self._n_models = 0  # models of all suites (kept current by _apply and restore)
+        self.budget = JoinBudget.of(config.events)  # the memory bound over all suites
         self._fingerprint = config_fingerprint(config)
         self._selection = SelectionSuites(config)  # mode = "selection" suites
         self.changed: set[str] = set()  # parts changed since the last checkpoint cleared it
@@ -188,10 +190,7 @@ class Engine:
         return suite
 
     def _route(self, name: str) -> SuiteConfig | None:
-        for sc in self.config.suites:
-            if sc.matches_suite(name):
-                return sc
-        return None
+        return next((sc for sc in self.config.suites if sc.matches_suite(name)), None)
 
     def process(self, raw: bytes, position: Position | None = None) -> ProcessResult:
         """Validate and apply one event.
@@ -298,7 +297,9 @@ class Engine:
             self.changed.add(SELECTION_PART)
         else:
             n_models = 0 if known else len(suite.models)  # known: the event creates none
+            before = JoinBudget.sizes(suite.join)
             dup = suite.handle(ev, alerts, requests)
+            self.budget.track(suite.join, before, self._suites, alerts, self.changed)
             if not known:
                 self._n_models += len(suite.models) - n_models
             self.changed.add(ev.suite)
@@ -324,13 +325,11 @@ class Engine:
     def _implausible_ts(self, ev: Event, suite: SuiteState | None) -> Rejection | None:
         """Return the rejection of an event stamped far in the future, or None.
 
-        Implausible means more than ``events.max_ts_jump_seconds`` ahead of the wall clock,
-        whatever the suite's event time: one far-future event cannot move the event time and
-        expire every pending join, a suite's event time cannot walk forward past the bound
-        one accepted step at a time, and an honest suite silent for longer than the bound,
-        or a replay of past data, is never refused (its times are not in the future).
-        :meth:`restore` applies the same rule to a checkpoint's event times, so a state this
-        engine accepted restores on any clock not behind the one that accepted it.
+        Implausible: more than ``events.max_ts_jump_seconds`` ahead of the wall clock, whatever
+        the suite's event time (one far-future event cannot expire every pending join, event
+        time cannot walk past the bound step by step; a silent suite or a replay of past data
+        is never refused). :meth:`restore` applies the same rule to a checkpoint's event times,
+        so a state this engine accepted restores on any clock not behind the one that did.
         """
         if not self._ahead_of_clock(ev.ts):
             return None
@@ -342,9 +341,8 @@ class Engine:
     def _ahead_of_clock(self, ts: float) -> bool:
         """Read the clock; return whether ``ts`` is more than the bound ahead of it.
 
-        The one event-time plausibility rule, for input and restore alike; the horizon keeps
-        the largest reading, so within one engine a clock stepping back never refuses what
-        it accepted (across hosts, clocks are assumed synchronised).
+        The one plausibility rule, for input and restore; the horizon keeps the largest reading
+        (a clock stepping back never refuses what it accepted; hosts' clocks are synchronised).
         """
         self._horizon = max(self._horizon, self._clock() + self._max_jump)
         return ts > self._horizon
@@ -352,8 +350,7 @@ class Engine:
     def _reject(self, rej: Rejection, raw: bytes) -> None:
         """Count a rejection, attributed to its model when that model already exists.
 
-        A rejected event never creates a suite or a model (anyone who can write the input
-        could otherwise grow the state without bound with junk lines).
+        A rejected event never creates a suite or a model (else junk lines grow the state).
         """
         self.rejected[rej.reason] += 1
         route = peek_route(raw) if rej.reason not in ("oversized", "undecodable") else None
@@ -375,6 +372,7 @@ class Engine:
             "alerts": dict(self.alerts),
             "label_requests": self.label_requests,
             "unrouted": self.unrouted,
+            "budget_evictions": dict(self.budget.evictions),
         }
 
     @property
@@ -468,6 +466,7 @@ class Engine:
             eng.rejected = {k: int(c["rejected"].get(k, 0)) for k in REJECTION_REASONS}
             eng.duplicates = {k: int(c["duplicates"][k]) for k in DUPLICATE_REASONS}
             eng.alerts = {k: int(c["alerts"].get(k, 0)) for k in ALERT_KINDS}  # new kinds: 0
+            eng.budget.load_evictions(c.get("budget_evictions", {}))  # absent: older snapshot
             for sd in snapshot["suites"]:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
@@ -491,6 +490,7 @@ class Engine:
                 if settings is not None:  # else restore() refuses the unrouted suite
                     check_selection_dict(settings, sel)
             eng._selection.restore(snapshot.get("selection", []))
+            eng.budget.recount(eng._suites)
         except RefusedState as exc:
             raise CheckpointError(f"checkpoint refused: {exc}") from None
         except (KeyError, TypeError, ValueError, IndexError) as exc:

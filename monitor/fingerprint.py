@@ -32,12 +32,13 @@ def config_fingerprint(config: CertmonConfig) -> str:
     >>> a == config_fingerprint(parse_config(base, ["suites.0.audit_rate=0.2"]))
     False
     """
-    # the event-time bound and the cardinality limits only decide what is dead-lettered:
-    # tunable across a restart
+    # the event-time bound and the cardinality limits only decide what is dead-lettered, the
+    # memory budget what is evicted next: tunable across a restart
     doc = config.model_dump(mode="json", include={"suites", "events"},
                             exclude={"events": {"max_ts_jump_seconds", "max_id_bytes",
                                                 "max_suites", "max_models_per_suite",
-                                                "max_models"}})
+                                                "max_models", "max_waiting_units",
+                                                "max_dedupe_entries"}})
     for suite in doc["suites"]:  # configs from before cs_kind meant the grid: same hash
         for cert in suite["certificates"]:
             if cert.get("cs_kind") == "grid":

@@ -156,9 +156,15 @@ class EventsConfig(_Section):
     engine (a Kafka partition, or the file runner), ``max_models_per_suite`` and
     ``max_models`` the models of one suite and of the engine. An event that would create a
     suite or a model beyond them is dead-lettered as ``too_many_suites`` /
-    ``too_many_models``. None of them is part of the checkpoint fingerprint: they only
-    decide what is dead-lettered, so they can be tuned across a restart (a restored state
-    above a lowered limit is kept; only new suites and models are refused).
+    ``too_many_models``.
+
+    Memory budget of one engine (:mod:`monitor.state.budget`): ``max_waiting_units`` bounds
+    pending units plus orphan labels and ``max_dedupe_entries`` event ids plus used units,
+    over all suites (the ``[[suites]]`` bounds still hold per suite); beyond them the oldest
+    entries of the largest suite are evicted and counted. None of them is part of the
+    checkpoint fingerprint: they only decide what is dead-lettered or evicted next, so they
+    can be tuned across a restart (a restored state above a lowered limit is kept; only new
+    suites and models are refused; entries over a lowered budget go at the next event).
     """
 
     max_bytes: _PosInt = Field(
@@ -183,6 +189,20 @@ class EventsConfig(_Section):
         description="Models of one suite; an event that would create one more is "
         "dead-lettered as `too_many_models`.")
     max_models: _PosInt = Field(
-        100_000,
+        10_000,
         description="Models of one engine, over all its suites; an event that would create one "
-        "more is dead-lettered as `too_many_models`.")
+        "more is dead-lettered as `too_many_models` (default: 10,000, about 50 KB each with the "
+        "default certificate: with the memory budget, within a 1 GiB container).")
+    max_waiting_units: _PosInt = Field(
+        200_000,
+        description="Audited units waiting for their label plus labels waiting for their judge "
+        "event, over all suites of one engine (about 600 bytes each). Beyond it the oldest "
+        "entries of the suite holding the most are evicted (down to 1/64 below the bound), "
+        "counted in `counters.budget_evictions`; an evicted unit's label is missing "
+        "(`expired_pending`, applied at its worst value).")
+    max_dedupe_entries: _PosInt = Field(
+        500_000,
+        description="Remembered event ids plus used (rounded or missing) units, over all suites "
+        "of one engine (about 200 bytes each). Beyond it the oldest entries of the suite holding "
+        "the most are forgotten (down to 1/64 below the bound), counted in "
+        "`counters.budget_evictions`; a duplicate of a forgotten entry is not recognised.")

@@ -271,6 +271,34 @@ class JoinWindow:
         """Record that unit ``key``'s label is missing for good (a later one is *late*)."""
         self.rounded.put(key, self.tick, "missing")
 
+    # ------------------------------------------------------------------ engine budget
+    def pop_oldest_waiting(self) -> tuple[str, str, Any]:
+        """Remove the oldest pending unit or orphan label (the engine's budget, module doc).
+
+        Returns ``("pending", key, PendingUnit)`` or ``("orphans", key, [model, loss])``, the
+        entry with the smaller tick (a pending unit on a tie); the owner takes it as expired.
+        Raises KeyError when both maps are empty.
+        """
+        p, o = self._pending_d, self._orphans_d
+        if p and (not o or p[next(iter(p))][0] <= o[next(iter(o))][0]):
+            k, (_, unit) = p.popitem(last=False)
+            return "pending", k, unit
+        k, (_, label) = o.popitem(last=False)
+        return "orphans", k, label
+
+    def evict_dedupe(self) -> str:
+        """Forget the oldest event id or rounded unit (the engine's budget); return its kind.
+
+        ``"ids"`` or ``"rounded"`` (the smaller tick; an id on a tie). A duplicate of what is
+        forgotten is no longer recognised (class Notes). Raises KeyError when both are empty.
+        """
+        order, r = self._order, self._rounded_d
+        if order and (not r or self._ids_d[order[0]][0] <= r[next(iter(r))][0]):
+            self.units.discard(_unit(self._ids_d.pop(order.popleft())[1]))
+            return "ids"
+        r.popitem(last=False)
+        return "rounded"
+
     # ------------------------------------------------------------------ snapshot
     def to_dict(self) -> dict[str, Any]:
         """JSON columns of the four maps (pending units as :meth:`PendingUnit.to_list`)."""

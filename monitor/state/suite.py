@@ -13,9 +13,10 @@
 
 Models are created on first sight by :class:`~monitor.state.prototypes.ModelFactory`.
 
-Memory is bounded (all bounds per suite, configurable in ``[[suites]]``): see
-:mod:`monitor.state.join`. A label that finds no pending unit but whose judge was seen (so the
-unit was not audited, or its pending entry expired) is counted as unsolicited and never used.
+Memory is bounded (bounds per suite, configurable in ``[[suites]]``): see
+:mod:`monitor.state.join`; totals over suites: :mod:`monitor.state.budget`. A label that
+finds no pending unit but whose judge was seen (so the unit was not audited, or its pending
+entry expired) is counted as unsolicited and never used.
 
 Examples
 --------
@@ -302,6 +303,19 @@ class SuiteState:
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
                             unit.rhos, m.groups, lambda: self._waiting(m.name))
             self._release(m, ts, alerts)
+
+    def evict_waiting(self, alerts: list[Alert]) -> str:
+        """Evict the oldest pending unit or orphan label (the engine's memory budget).
+
+        Exactly as if it expired (:meth:`_expired_pending`: a missing label, applied at its
+        worst value; or an expired orphan); returns ``"pending"`` or ``"orphans"``.
+        """
+        kind, key, p = self.join.pop_oldest_waiting()
+        if kind == "pending":
+            self._expired_pending(key, p, self.join.watermark, alerts)
+        else:
+            self._expired_orphan(p)
+        return kind
 
     def _expired_orphan(self, payload: list[Any]) -> None:
         m = self.models[payload[0]]
