@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from monitor.config.runtime import MetricsConfig
 from monitor.errors import CertmonError
 from monitor.metrics.exposition import metrics_app
+from monitor.metrics.reception import Reception
 
 __all__ = ["MetricsLimits", "ScrapePacer", "limits_from_config", "serve_metrics",
            "stop_metrics"]
@@ -64,6 +65,23 @@ class MetricsLimits:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth: tuple[str, str] | None = None  # (username, password)
+
+
+class _HeadReader(io.RawIOBase):
+    """A request's head, already received by the reception loop, then end of input."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self._head))
+        buffer[:n] = self._head[:n]
+        self._head = self._head[n:]
+        return n
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -101,17 +119,19 @@ class _QuietHandler(WSGIRequestHandler):
     """
 
     def __init__(self, request: Any, client_address: Any, server: _BoundedServer,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, head: bytes | None = None) -> None:
         lim = server.limits
         self._deadline = time.monotonic() + lim.request_timeout if deadline is None else deadline
         self._idle = lim.idle_timeout
+        self._head = head
         super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         super().setup()
         self.rfile.close()  # the plain makefile reader; the socket stays open
-        self.rfile = io.BufferedReader(
-            _DeadlineReader(self.connection, self._deadline, self._idle))
+        raw: io.RawIOBase = (_HeadReader(self._head) if self._head is not None else
+                             _DeadlineReader(self.connection, self._deadline, self._idle))
+        self.rfile = io.BufferedReader(raw)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
@@ -164,13 +184,14 @@ class ScrapePacer:
 class _CachedScrape:
     """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced)."""
 
-    def __init__(self, app: _App, interval: float, pacer: ScrapePacer) -> None:
+    def __init__(self, app: _App, interval: float, pacer: ScrapePacer | None = None) -> None:
         self._app, self._interval, self._pacer = app, interval, pacer
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], tuple[float, str, list[Any], bytes]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> list[bytes]:
-        self._pacer.wait()  # outside the lock: a waiting scraper holds a worker, not the CPU
+        if self._pacer is not None:
+            self._pacer.wait()  # outside the lock: a waiting scraper holds a worker, not the CPU
         key = (str(environ.get("QUERY_STRING", "")), str(environ.get("HTTP_ACCEPT", "")),
                str(environ.get("HTTP_ACCEPT_ENCODING", "")))
         with self._lock:  # concurrent scrapers wait for one rendering
@@ -191,8 +212,8 @@ class _CachedScrape:
 
 def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
          limits: MetricsLimits) -> _App:
-    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval,
-                               ScrapePacer(limits.max_scrapes_per_second))
+    # paced by the reception loop, before a worker is taken (see monitor.metrics.reception)
+    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval)
     expected = None
     if limits.basic_auth is not None:
         user, password = limits.basic_auth
@@ -217,51 +238,65 @@ def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
 
 
 class _BoundedServer(WSGIServer):
-    """A WSGI server with a fixed worker pool and a cap on open connections."""
+    """A WSGI server whose requests are received by a :class:`Reception` loop, and whose
+    ``/metrics`` requests are answered by a fixed pool of workers."""
 
     limits: MetricsLimits
     tls: ssl.SSLContext | None
 
     def start_workers(self) -> None:
-        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(
-            self.limits.max_connections)
+        self._queue: queue.Queue[tuple[socket.socket, Any, bytes] | None] = queue.Queue()
+        self._busy, self._busy_lock = 0, threading.Lock()
+        self._stopped = threading.Event()
+        self.reception = Reception(self.socket, self.limits, self.tls, self._hand_over,
+                                   self._answer, self._in_workers)
         self.workers = [threading.Thread(target=self._work, name=f"certmon-metrics-{i}",
                                          daemon=True) for i in range(self.limits.workers)]
         for t in self.workers:
             t.start()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Queue the connection for a worker; close it at once when the cap is reached."""
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Run the reception loop until :meth:`shutdown`."""
         try:
-            self._queue.put_nowait((request, client_address))
-        except queue.Full:
-            self.shutdown_request(request)
+            self.reception.run()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop the reception loop and wait for it (at most a few seconds)."""
+        self.reception.stopping = True
+        self._stopped.wait(5.0)
+
+    def _in_workers(self) -> int:
+        with self._busy_lock:
+            return self._busy
+
+    def _hand_over(self, sock: socket.socket, address: Any, head: bytes) -> None:
+        with self._busy_lock:
+            self._busy += 1
+        self._queue.put((sock, address, head))
+
+    def _answer(self, sock: socket.socket, address: Any, head: bytes) -> None:
+        _QuietHandler(sock, address, self, head=head)
 
     def _work(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            request, address = item
-            lim = self.limits
-            deadline = time.monotonic() + lim.request_timeout  # from when a worker holds it
+            request, address, head = item
             try:
-                # the whole handshake shares one timeout (CPython's ssl uses a deadline for it)
-                request.settimeout(min(lim.idle_timeout, lim.request_timeout))
-                if self.tls is not None:  # handshake here, under the timeout, not in accept
-                    request = self.tls.wrap_socket(request, server_side=True)
-                _QuietHandler(request, address, self, deadline)
+                _QuietHandler(request, address, self, head=head)
             except Exception:
                 pass
             finally:
                 self.shutdown_request(request)
+                with self._busy_lock:
+                    self._busy -= 1
 
     def stop_workers(self) -> None:
         for _ in self.workers:
-            try:
-                self._queue.put(None, timeout=1.0)
-            except queue.Full:
-                break
+            self._queue.put(None)
 
 
 def serve_metrics(

@@ -1,0 +1,77 @@
+"""The metrics port cannot make liveness fail: idle (slowloris) connections and many parallel
+scrapers leave ``/healthz`` answered within a second (issue 26, finding 6)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from monitor.metrics import MetricsLimits, serve_metrics, stop_metrics
+
+
+def _probe(base: str) -> float:
+    t0 = time.monotonic()
+    with urllib.request.urlopen(base + "/healthz", timeout=1.0) as resp:
+        assert resp.status == 200 and resp.read() == b"ok\n"
+    return time.monotonic() - t0
+
+
+def test_healthz_answers_despite_idle_connections() -> None:
+    """Before: the default 2 workers and 16 queue slots held by idle connections; the probe
+    was closed at once or waited several ``request_timeout``s."""
+    registry = CollectorRegistry()
+    Gauge("certmon_up", "Up.", registry=registry).set(1)
+    server, thread = serve_metrics(registry, "127.0.0.1", 0, None, MetricsLimits())
+    port = server.server_port
+    idle: list[socket.socket] = []
+    try:
+        for i in range(24):  # more than max_connections (16) and workers (2)
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            if i % 2:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")  # a partial request
+            idle.append(s)
+        time.sleep(0.3)
+        for _ in range(5):
+            assert _probe(f"http://127.0.0.1:{port}") < 1.0
+    finally:
+        for s in idle:
+            s.close()
+        stop_metrics(server, thread)
+
+
+def test_healthz_answers_under_64_parallel_scrapers() -> None:
+    registry = CollectorRegistry()
+    Gauge("certmon_up", "Up.", registry=registry).set(1)
+    server, thread = serve_metrics(registry, "127.0.0.1", 0, None, MetricsLimits())
+    base = f"http://127.0.0.1:{server.server_port}"
+    stop = threading.Event()
+    served = [0]
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
+                    resp.read()
+                served[0] += 1
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.01)
+
+    scrapers = [threading.Thread(target=scrape, daemon=True) for _ in range(64)]
+    try:
+        for t in scrapers:
+            t.start()
+        time.sleep(0.5)
+        for _ in range(5):
+            assert _probe(base) < 1.0
+            time.sleep(0.1)
+        assert served[0] >= 1
+    finally:
+        stop.set()
+        for t in scrapers:
+            t.join(10)
+        stop_metrics(server, thread)
