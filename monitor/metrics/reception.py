@@ -5,13 +5,14 @@ that sends nothing, or trickles, holds a socket and nothing else: no worker, no 
 (``/healthz``, ``/readyz``) are answered by the loop itself as soon as their request is in,
 whatever the scrape load; complete ``/metrics`` requests wait in the loop (costing no CPU) and
 are handed to the workers at the pacer's rate. When ``max_connections`` sockets are held, a new
-connection evicts the oldest incomplete request, or else the oldest waiting scrape (answered
-``503``), and such accepts at the cap are themselves rate-limited, so clients reconnecting in a
+connection evicts the oldest incomplete request older than half a second, or else the oldest
+waiting scrape (answered ``503``), or else the oldest incomplete request, and such accepts at the cap are themselves rate-limited, so clients reconnecting in a
 loop cannot make the loop spin.
 """
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import ssl
@@ -30,11 +31,11 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length:
 
 
 def request_path(head: bytes) -> str:
-    """Return the path (without query) of a request's head, ``""`` if unreadable.
+    r"""Return the path (without query) of a request's head, ``""`` if unreadable.
 
     Examples
     --------
-    >>> request_path(b"GET /healthz?x=1 HTTP/1.1\\r\\nHost: a\\r\\n\\r\\n")
+    >>> request_path(b"GET /healthz?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
     '/healthz'
     >>> request_path(b"junk")
     ''
@@ -89,6 +90,7 @@ class TokenBucket:
 class _Conn:
     sock: socket.socket
     address: Any
+    started: float  # accepted then
     deadline: float  # request fully received by then
     idle_at: float  # closed if no byte arrives by then
     buf: bytearray = field(default_factory=bytearray)
@@ -168,8 +170,10 @@ class Reception:
             return
         if self.held() >= self._lim.max_connections:
             self._overflow.take()
-            if self._conns:
-                self._drop(next(iter(self._conns.values())))
+            oldest = next(iter(self._conns.values()), None)
+            stale = oldest is not None and oldest.started <= time.monotonic() - _GRACE
+            if oldest is not None and (stale or not self._waiting):
+                self._drop(oldest)
             elif self._waiting:
                 _, victim = self._waiting.popitem(last=False)
                 try:
@@ -180,7 +184,7 @@ class Reception:
                 self._close(victim)
         now = time.monotonic()
         lim = self._lim
-        conn = _Conn(sock, address, now + lim.request_timeout, now + lim.idle_timeout)
+        conn = _Conn(sock, address, now, now + lim.request_timeout, now + lim.idle_timeout)
         sock.setblocking(False)
         if self._tls is not None:
             try:
@@ -240,11 +244,10 @@ class Reception:
 
     @staticmethod
     def _close(conn: _Conn) -> None:
-        try:
+        with contextlib.suppress(OSError):
             conn.sock.close()
-        except OSError:
-            pass
 
 
-_OVERFLOW_PER_SECOND = 50.0  # accepts per second while max_connections sockets are held
+_OVERFLOW_PER_SECOND = 100.0  # accepts per second while max_connections sockets are held
+_GRACE = 0.5  # seconds a new connection has to send its request before it may be evicted
 _PROBE_WRITE_TIMEOUT = 0.5  # seconds a probe's answer may take to write (a few bytes)

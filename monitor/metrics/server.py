@@ -238,8 +238,10 @@ def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
 
 
 class _BoundedServer(WSGIServer):
-    """A WSGI server whose requests are received by a :class:`Reception` loop, and whose
-    ``/metrics`` requests are answered by a fixed pool of workers."""
+    """A WSGI server: requests received by a :class:`Reception` loop, scrapes by workers.
+
+    ``/metrics`` requests are answered by a fixed pool of workers, probes by the loop.
+    """
 
     limits: MetricsLimits
     tls: ssl.SSLContext | None
