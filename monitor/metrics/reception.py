@@ -4,10 +4,10 @@ A selector loop accepts connections and reads their requests without blocking, s
 that sends nothing, or trickles, holds a socket and nothing else: no worker, no thread. Probes
 (``/healthz``, ``/readyz``) are answered by the loop itself as soon as their request is in,
 whatever the scrape load; complete ``/metrics`` requests wait in the loop (costing no CPU) and
-are handed to the workers at the pacer's rate. When ``max_connections`` sockets are held, a new
-connection evicts the oldest incomplete request older than half a second, or else the oldest
-waiting scrape (answered ``503``), or else the oldest incomplete request, and such accepts at the cap are themselves rate-limited, so clients reconnecting in a
-loop cannot make the loop spin.
+are handed to the workers at the pacer's rate. When ``max_connections`` sockets are held, a
+new connection evicts the oldest incomplete request older than half a second, or else the
+oldest waiting scrape (answered ``503``), or else the oldest incomplete request; accepts at the
+cap are themselves rate-limited, so clients reconnecting in a loop cannot make the loop spin.
 """
 
 from __future__ import annotations

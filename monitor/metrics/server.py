@@ -1,15 +1,16 @@
 """HTTP endpoint serving ``/metrics`` from a given registry, plus ``/healthz`` and ``/readyz``.
 
-Bounded so that whoever can reach the port cannot starve processing or exhaust the process:
-a fixed pool of worker threads, a cap on open connections (excess connections are closed at
-once, before any read), a timeout on every socket read and write (idle connections are
-closed), an overall deadline for receiving a request (TLS handshake, request line, headers:
-a client trickling bytes cannot hold a worker longer than ``request_timeout``; one request
-per connection, no keep-alive), ``/metrics`` rendered at most once per
-``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead of each
-taking the state lock), and served at most ``max_scrapes_per_second`` times per second on
-average (excess scrapers wait, without using the CPU, so serving cached bodies in a loop
-cannot take the processing thread's interpreter time either). Optional TLS and HTTP basic auth.
+Bounded so that whoever can reach the port cannot starve processing, exhaust the process or
+fail liveness: one reception loop (:mod:`monitor.metrics.reception`) reads every request
+without blocking before any worker sees it (an idle or trickling client holds a socket, not a
+thread), answers the probes itself, holds at most ``max_connections`` connections (at the cap
+a new one evicts a stale unfinished request or the oldest waiting scrape, at a bounded rate),
+closes a connection idle for ``idle_timeout`` or without its request ``request_timeout``
+after it was accepted (TLS handshake included; one request per connection, no keep-alive),
+and hands ``/metrics`` requests to a fixed pool of workers at most ``max_scrapes_per_second``
+times per second on average (waiting scrapers cost no CPU). ``/metrics`` is rendered at most
+once per ``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead
+of each taking the state lock). Optional TLS and HTTP basic auth.
 """
 
 from __future__ import annotations
@@ -341,11 +342,14 @@ def serve_metrics(
     state families copied as pre-rendered text (:func:`monitor.metrics.exposition.metrics_app`).
     ``/healthz`` answers 200 while the server runs (and needs no credentials, for liveness
     probes); ``/readyz`` answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
-    ``workers + max_connections`` sockets plus the listening one, a worker spends at most
-    ``request_timeout`` seconds receiving a request (handshake included) before the connection
-    is closed, whatever the client trickles, renders ``/metrics``
-    at most once per ``min_scrape_interval`` seconds and answers it at most
-    ``max_scrapes_per_second`` times per second on average (see :class:`ScrapePacer`).
+    ``max_connections + 1`` sockets plus the listening one; no worker ever waits for a request
+    (a connection is closed ``request_timeout`` seconds after it was accepted without its whole
+    request, handshake included, whatever the client trickles); probes are answered by the
+    reception loop, not behind scrapes; ``/metrics`` is rendered at most once per
+    ``min_scrape_interval`` seconds and answered at most ``max_scrapes_per_second`` times per
+    second on average. Assumption: a probe reaches the accept queue; with more looping clients
+    than ``max_connections`` the kernel's queue is shared, and a probe waits for at most the
+    clients ahead of it at 100 accepts per second.
 
     Examples
     --------
