@@ -8,10 +8,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from monitor.metrics import MetricsLimits, serve_metrics, stop_metrics
+from monitor.metrics.server import RENDER_BUDGET
 
 
 def _probe(base: str) -> float:
@@ -74,4 +78,38 @@ def test_healthz_answers_under_64_parallel_scrapers() -> None:
         stop.set()
         for t in scrapers:
             t.join(10)
+        stop_metrics(server, thread)
+
+
+class _Costly(Collector):
+    """A collector whose rendering burns ``cost`` CPU seconds."""
+
+    def __init__(self, cost: float) -> None:
+        self.cost, self.calls = cost, 0
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        self.calls += 1
+        end = time.thread_time() + self.cost
+        while time.thread_time() < end:
+            pass
+        yield GaugeMetricFamily("certmon_costly", "Costly.", value=1.0)
+
+
+def test_rendering_cost_is_budgeted() -> None:
+    """A rendering of ``c`` CPU seconds is reused for ``c / RENDER_BUDGET`` seconds, even with
+    ``min_scrape_interval = 0`` and unpaced scrapers: before, every scrape rendered."""
+    registry = CollectorRegistry()
+    costly = _Costly(0.02)  # 20 ms: reused for 0.4 s
+    registry.register(costly)
+    limits = MetricsLimits(min_scrape_interval=0.0, max_scrapes_per_second=0.0)
+    server, thread = serve_metrics(registry, "127.0.0.1", 0, None, limits)
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        t0 = time.monotonic()
+        for _ in range(10):
+            assert b"certmon_costly" in urllib.request.urlopen(base + "/metrics", timeout=5).read()
+        elapsed = time.monotonic() - t0
+        allowed = 1 + elapsed / (costly.cost / RENDER_BUDGET) + 1
+        assert costly.calls <= allowed, (costly.calls, elapsed)
+    finally:
         stop_metrics(server, thread)

@@ -182,11 +182,21 @@ class ScrapePacer:
             self._sleep(slot - now)
 
 
-class _CachedScrape:
-    """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced)."""
+RENDER_BUDGET = 0.05  # at most this fraction of a core spent rendering /metrics, on average
 
-    def __init__(self, app: _App, interval: float, pacer: ScrapePacer | None = None) -> None:
-        self._app, self._interval, self._pacer = app, interval, pacer
+
+class _CachedScrape:
+    """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced).
+
+    The interval is ``min_scrape_interval``, lengthened to ``cost / RENDER_BUDGET`` after a
+    rendering that took ``cost`` CPU seconds (its thread's CPU time), so rendering a large
+    fleet costs processing at most ``RENDER_BUDGET`` of a core on average, whatever the scrape
+    load and ``min_scrape_interval``; the page is then up to ``cost / RENDER_BUDGET`` old.
+    """
+
+    def __init__(self, app: _App, interval: float, pacer: ScrapePacer | None = None,
+                 budget: float = RENDER_BUDGET) -> None:
+        self._app, self._interval, self._pacer, self._budget = app, interval, pacer, budget
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], tuple[float, str, list[Any], bytes]] = {}
 
@@ -197,16 +207,19 @@ class _CachedScrape:
                str(environ.get("HTTP_ACCEPT_ENCODING", "")))
         with self._lock:  # concurrent scrapers wait for one rendering
             hit = self._cache.get(key)
-            if hit is None or time.monotonic() - hit[0] >= self._interval:
+            if hit is None or time.monotonic() >= hit[0]:
                 got: dict[str, Any] = {}
 
                 def capture(status: str, headers: list[Any], *_: Any) -> None:
                     got["status"], got["headers"] = status, headers
 
+                cpu = time.thread_time()
                 body = b"".join(self._app(environ, capture))
+                cost = time.thread_time() - cpu
                 if len(self._cache) > 16:
                     self._cache.clear()
-                hit = self._cache[key] = (time.monotonic(), got["status"], got["headers"], body)
+                fresh_until = time.monotonic() + max(self._interval, cost / self._budget)
+                hit = self._cache[key] = (fresh_until, got["status"], got["headers"], body)
         start_response(hit[1], list(hit[2]))
         return [hit[3]]
 
