@@ -16,6 +16,7 @@ import contextlib
 import selectors
 import socket
 import ssl
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -69,21 +70,32 @@ class TokenBucket:
         self._gap = 1.0 / rate if rate > 0 else 0.0
         self._clock = clock
         self._free = -float("inf")
+        self._lock = threading.Lock()
 
     def next_at(self) -> float:
         """Monotonic time at which :meth:`take` will next succeed."""
-        return max(self._free, self._clock() - 1.0 + self._gap) if self._gap else -float("inf")
+        if not self._gap:
+            return -float("inf")
+        with self._lock:
+            return max(self._free, self._clock() - 1.0 + self._gap)
 
     def take(self) -> bool:
         """Use a slot if one is due now."""
         if not self._gap:
             return True
-        now = self._clock()
-        slot = max(self._free, now - 1.0 + self._gap)
-        if slot > now:
-            return False
-        self._free = slot + self._gap
-        return True
+        with self._lock:
+            now = self._clock()
+            slot = max(self._free, now - 1.0 + self._gap)
+            if slot > now:
+                return False
+            self._free = slot + self._gap
+            return True
+
+    def charge(self, seconds: float) -> None:
+        """Push the next slot ``seconds`` later (the credit is spent first); thread-safe."""
+        if self._gap and seconds > 0:
+            with self._lock:
+                self._free = max(self._free, self._clock() - 1.0 + self._gap) + seconds
 
 
 @dataclass(eq=False)
@@ -119,6 +131,10 @@ class Reception:
         self._sel = selectors.DefaultSelector()
         self._listening = False
         self.stopping = False
+
+    def charge(self, seconds: float) -> None:
+        """Delay the next scrape handed to a worker by ``seconds`` (from any thread)."""
+        self._pacer.charge(seconds)
 
     def held(self) -> int:
         """Sockets held: being received, waiting for a worker, or with a worker."""

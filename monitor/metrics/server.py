@@ -183,6 +183,7 @@ class ScrapePacer:
 
 
 RENDER_BUDGET = 0.05  # at most this fraction of a core spent rendering /metrics, on average
+SERVE_BUDGET = 0.05  # and at most this fraction answering scrapes (when pacing is on)
 
 
 class _CachedScrape:
@@ -301,11 +302,14 @@ class _BoundedServer(WSGIServer):
             if item is None:
                 return
             request, address, head = item
+            cpu = time.thread_time()
             try:
                 _QuietHandler(request, address, self, head=head)
             except Exception:
                 pass
             finally:
+                # a large page costs CPU per answer (copying it): pace by that cost too
+                self.reception.charge((time.thread_time() - cpu) / SERVE_BUDGET)
                 self.shutdown_request(request)
                 with self._busy_lock:
                     self._busy -= 1
