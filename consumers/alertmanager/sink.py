@@ -28,8 +28,9 @@ from consumers.alertmanager.records import (
     state_key,
     state_records,
 )
+from consumers.alertmanager.urls import api_url, has_userinfo, redact_text, redact_url
 
-__all__ = ["AlertmanagerSink", "Transport"]
+__all__ = ["AlertmanagerSink", "Transport", "has_userinfo"]
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +67,6 @@ def _urllib_transport(url: str, body: bytes, timeout: float,
     with urllib.request.urlopen(request, timeout=timeout) as response:
         status: int = response.status
         return status
-
-
-def has_userinfo(url: str) -> bool:
-    """Whether ``url`` carries ``user:password@`` credentials (refused: they would be logged).
-
-    Examples
-    --------
-    >>> has_userinfo("http://u:p@am:9093"), has_userinfo("http://am:9093")
-    (True, False)
-    """
-    return "@" in urllib.parse.urlsplit(url).netloc
 
 
 # kinds that end the certificate's current state
@@ -200,7 +190,7 @@ class AlertmanagerSink:
                              "use basic_auth_username/basic_auth_password_file or "
                              "bearer_token_file in [sinks.alertmanager]")
         self._targets = [
-            _Target(u.rstrip("/") + "/api/v2/alerts") for u in url_list
+            _Target(api_url(u)) for u in url_list
         ]
         self._grafana = grafana_url.rstrip("/") if grafana_url else None
         self._resend = resend_interval
@@ -391,12 +381,13 @@ class AlertmanagerSink:
             ok, retry, status = False, exc.code >= 500 or exc.code == 429, exc.code
         except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError, timeouts...
             ok, retry, status = False, True, 0
-            log.warning("alertmanager %s unreachable: %s", target.url, exc)
+            log.warning("alertmanager %s unreachable: %s", redact_url(target.url),
+                        redact_text(str(exc), [target.url]))
         if ok or not retry:
             if not ok:
                 self.failed_posts += 1
                 log.error("alertmanager %s rejected %d alert(s) with HTTP %d; dropped",
-                          target.url, len(due), status)
+                          redact_url(target.url), len(due), status)
             else:
                 self.delivered += len(due)
             for entry in due:

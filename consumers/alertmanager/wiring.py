@@ -33,7 +33,8 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from consumers.alertmanager.sink import AlertmanagerSink, has_userinfo
+from consumers.alertmanager.sink import AlertmanagerSink
+from consumers.alertmanager.urls import has_userinfo, redact_url
 from monitor.config import SinksConfig
 from monitor.errors import SinkError
 from monitor.sinks import Sink, open_sink
@@ -112,7 +113,7 @@ def alertmanager_urls(spec: str) -> list[str]:
                             "use [sinks.alertmanager] basic_auth_username with "
                             "basic_auth_password_file, or bearer_token_file")
         if not url.startswith(("http://", "https://")):
-            raise SinkError(f"alertmanager sink: {url!r} is not an http(s) URL")
+            raise SinkError(f"alertmanager sink: {redact_url(url)!r} is not an http(s) URL")
     return urls
 
 

@@ -48,12 +48,13 @@ class MetricsConfig(_Section):
     """Prometheus endpoint (``monitor.metrics.server``; see ``SECURITY.md``).
 
     ``host`` defaults to the loopback interface: containers set ``"0.0.0.0"`` explicitly.
-    ``workers`` threads answer at most ``max_connections`` connections at once (more are
-    closed at once); a connection idle for ``idle_timeout`` seconds is closed, and one that has
-    not delivered its whole request (TLS handshake, request line, headers) within
-    ``request_timeout`` seconds of reaching a worker is closed too, however it trickles (one
-    request per connection); ``/metrics``
-    is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
+    One reception thread reads every request (TLS handshake, request line, headers) without
+    blocking and answers ``/healthz`` and ``/readyz`` itself, whatever the scrape load; at most
+    ``max_connections`` connections are held (at the cap a new one evicts the oldest unfinished
+    request, else the oldest waiting scrape); a connection idle for ``idle_timeout`` seconds,
+    or without its whole request ``request_timeout`` seconds after it was accepted, is closed
+    however it trickles (one request per connection); ``workers`` threads answer ``/metrics``,
+    which is rendered at most once per ``min_scrape_interval`` seconds whatever the number of
     scrapers, and answered at most ``max_scrapes_per_second`` times per second on average
     (excess scrapers wait; 0 disables the pacing). TLS with ``tls_cert_file`` and
     ``tls_key_file``; basic auth with ``basic_auth_username`` and a password from
@@ -75,12 +76,13 @@ class MetricsConfig(_Section):
         2, description="Threads answering metrics connections (1 to 64).")
     max_connections: Annotated[int, Field(ge=1, le=1024)] = Field(
         16,
-        description="Connections served at once (1 to 1024); more are closed at once.")
+        description="Connections held at once (1 to 1024); at the cap a new connection evicts "
+        "the oldest unfinished request, else the oldest scrape waiting for its turn.")
     idle_timeout: _PosFloat = Field(
         5.0, description="Seconds a connection may stay idle before it is closed (> 0).")
     request_timeout: _PosFloat = Field(
         3.0,
-        description="Seconds a connection has, once a worker takes it, to deliver its whole "
+        description="Seconds a connection has, once accepted, to deliver its whole "
         "request (TLS handshake, request line, headers) however it trickles; then it is "
         "closed (> 0).")
     min_scrape_interval: Annotated[float, Field(ge=0.0)] = Field(

@@ -1,15 +1,16 @@
 """HTTP endpoint serving ``/metrics`` from a given registry, plus ``/healthz`` and ``/readyz``.
 
-Bounded so that whoever can reach the port cannot starve processing or exhaust the process:
-a fixed pool of worker threads, a cap on open connections (excess connections are closed at
-once, before any read), a timeout on every socket read and write (idle connections are
-closed), an overall deadline for receiving a request (TLS handshake, request line, headers:
-a client trickling bytes cannot hold a worker longer than ``request_timeout``; one request
-per connection, no keep-alive), ``/metrics`` rendered at most once per
-``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead of each
-taking the state lock), and served at most ``max_scrapes_per_second`` times per second on
-average (excess scrapers wait, without using the CPU, so serving cached bodies in a loop
-cannot take the processing thread's interpreter time either). Optional TLS and HTTP basic auth.
+Bounded so that whoever can reach the port cannot starve processing, exhaust the process or
+fail liveness: one reception loop (:mod:`monitor.metrics.reception`) reads every request
+without blocking before any worker sees it (an idle or trickling client holds a socket, not a
+thread), answers the probes itself, holds at most ``max_connections`` connections (at the cap
+a new one evicts a stale unfinished request or the oldest waiting scrape, at a bounded rate),
+closes a connection idle for ``idle_timeout`` or without its request ``request_timeout``
+after it was accepted (TLS handshake included; one request per connection, no keep-alive),
+and hands ``/metrics`` requests to a fixed pool of workers at most ``max_scrapes_per_second``
+times per second on average (waiting scrapers cost no CPU). ``/metrics`` is rendered at most
+once per ``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead
+of each taking the state lock). Optional TLS and HTTP basic auth.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from prometheus_client import CollectorRegistry
 from monitor.config.runtime import MetricsConfig
 from monitor.errors import CertmonError
 from monitor.metrics.exposition import metrics_app
+from monitor.metrics.reception import Reception
 
 __all__ = ["MetricsLimits", "ScrapePacer", "limits_from_config", "serve_metrics",
            "stop_metrics"]
@@ -64,6 +66,23 @@ class MetricsLimits:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth: tuple[str, str] | None = None  # (username, password)
+
+
+class _HeadReader(io.RawIOBase):
+    """A request's head, already received by the reception loop, then end of input."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self._head))
+        buffer[:n] = self._head[:n]
+        self._head = self._head[n:]
+        return n
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -101,17 +120,19 @@ class _QuietHandler(WSGIRequestHandler):
     """
 
     def __init__(self, request: Any, client_address: Any, server: _BoundedServer,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, head: bytes | None = None) -> None:
         lim = server.limits
         self._deadline = time.monotonic() + lim.request_timeout if deadline is None else deadline
         self._idle = lim.idle_timeout
+        self._head = head
         super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         super().setup()
         self.rfile.close()  # the plain makefile reader; the socket stays open
-        self.rfile = io.BufferedReader(
-            _DeadlineReader(self.connection, self._deadline, self._idle))
+        raw: io.RawIOBase = (_HeadReader(self._head) if self._head is not None else
+                             _DeadlineReader(self.connection, self._deadline, self._idle))
+        self.rfile = io.BufferedReader(raw)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
@@ -161,38 +182,53 @@ class ScrapePacer:
             self._sleep(slot - now)
 
 
-class _CachedScrape:
-    """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced)."""
+RENDER_BUDGET = 0.05  # at most this fraction of a core spent rendering /metrics, on average
+SERVE_BUDGET = 0.05  # and at most this fraction answering scrapes (when pacing is on)
 
-    def __init__(self, app: _App, interval: float, pacer: ScrapePacer) -> None:
-        self._app, self._interval, self._pacer = app, interval, pacer
+
+class _CachedScrape:
+    """At most one rendering of ``/metrics`` per interval, shared by every scraper (paced).
+
+    The interval is ``min_scrape_interval``, lengthened to ``cost / RENDER_BUDGET`` after a
+    rendering that took ``cost`` CPU seconds (its thread's CPU time), so rendering a large
+    fleet costs processing at most ``RENDER_BUDGET`` of a core on average, whatever the scrape
+    load and ``min_scrape_interval``; the page is then up to ``cost / RENDER_BUDGET`` old.
+    """
+
+    def __init__(self, app: _App, interval: float, pacer: ScrapePacer | None = None,
+                 budget: float = RENDER_BUDGET) -> None:
+        self._app, self._interval, self._pacer, self._budget = app, interval, pacer, budget
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], tuple[float, str, list[Any], bytes]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> list[bytes]:
-        self._pacer.wait()  # outside the lock: a waiting scraper holds a worker, not the CPU
+        if self._pacer is not None:
+            self._pacer.wait()  # outside the lock: a waiting scraper holds a worker, not the CPU
         key = (str(environ.get("QUERY_STRING", "")), str(environ.get("HTTP_ACCEPT", "")),
                str(environ.get("HTTP_ACCEPT_ENCODING", "")))
         with self._lock:  # concurrent scrapers wait for one rendering
             hit = self._cache.get(key)
-            if hit is None or time.monotonic() - hit[0] >= self._interval:
+            if hit is None or time.monotonic() >= hit[0]:
                 got: dict[str, Any] = {}
 
                 def capture(status: str, headers: list[Any], *_: Any) -> None:
                     got["status"], got["headers"] = status, headers
 
+                cpu = time.thread_time()
                 body = b"".join(self._app(environ, capture))
+                cost = time.thread_time() - cpu
                 if len(self._cache) > 16:
                     self._cache.clear()
-                hit = self._cache[key] = (time.monotonic(), got["status"], got["headers"], body)
+                fresh_until = time.monotonic() + max(self._interval, cost / self._budget)
+                hit = self._cache[key] = (fresh_until, got["status"], got["headers"], body)
         start_response(hit[1], list(hit[2]))
         return [hit[3]]
 
 
 def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
          limits: MetricsLimits) -> _App:
-    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval,
-                               ScrapePacer(limits.max_scrapes_per_second))
+    # paced by the reception loop, before a worker is taken (see monitor.metrics.reception)
+    scrape_app = _CachedScrape(metrics_app(registry), limits.min_scrape_interval)
     expected = None
     if limits.basic_auth is not None:
         user, password = limits.basic_auth
@@ -217,51 +253,70 @@ def _app(registry: CollectorRegistry, ready_fn: Callable[[], bool] | None,
 
 
 class _BoundedServer(WSGIServer):
-    """A WSGI server with a fixed worker pool and a cap on open connections."""
+    """A WSGI server: requests received by a :class:`Reception` loop, scrapes by workers.
+
+    ``/metrics`` requests are answered by a fixed pool of workers, probes by the loop.
+    """
 
     limits: MetricsLimits
     tls: ssl.SSLContext | None
 
     def start_workers(self) -> None:
-        self._queue: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(
-            self.limits.max_connections)
+        self._queue: queue.Queue[tuple[socket.socket, Any, bytes] | None] = queue.Queue()
+        self._busy, self._busy_lock = 0, threading.Lock()
+        self._stopped = threading.Event()
+        self.reception = Reception(self.socket, self.limits, self.tls, self._hand_over,
+                                   self._answer, self._in_workers)
         self.workers = [threading.Thread(target=self._work, name=f"certmon-metrics-{i}",
                                          daemon=True) for i in range(self.limits.workers)]
         for t in self.workers:
             t.start()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Queue the connection for a worker; close it at once when the cap is reached."""
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Run the reception loop until :meth:`shutdown`."""
         try:
-            self._queue.put_nowait((request, client_address))
-        except queue.Full:
-            self.shutdown_request(request)
+            self.reception.run()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop the reception loop and wait for it (at most a few seconds)."""
+        self.reception.stopping = True
+        self._stopped.wait(5.0)
+
+    def _in_workers(self) -> int:
+        with self._busy_lock:
+            return self._busy
+
+    def _hand_over(self, sock: socket.socket, address: Any, head: bytes) -> None:
+        with self._busy_lock:
+            self._busy += 1
+        self._queue.put((sock, address, head))
+
+    def _answer(self, sock: socket.socket, address: Any, head: bytes) -> None:
+        _QuietHandler(sock, address, self, head=head)
 
     def _work(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            request, address = item
-            lim = self.limits
-            deadline = time.monotonic() + lim.request_timeout  # from when a worker holds it
+            request, address, head = item
+            cpu = time.thread_time()
             try:
-                # the whole handshake shares one timeout (CPython's ssl uses a deadline for it)
-                request.settimeout(min(lim.idle_timeout, lim.request_timeout))
-                if self.tls is not None:  # handshake here, under the timeout, not in accept
-                    request = self.tls.wrap_socket(request, server_side=True)
-                _QuietHandler(request, address, self, deadline)
+                _QuietHandler(request, address, self, head=head)
             except Exception:
                 pass
             finally:
+                # a large page costs CPU per answer (copying it): pace by that cost too
+                self.reception.charge((time.thread_time() - cpu) / SERVE_BUDGET)
                 self.shutdown_request(request)
+                with self._busy_lock:
+                    self._busy -= 1
 
     def stop_workers(self) -> None:
         for _ in self.workers:
-            try:
-                self._queue.put(None, timeout=1.0)
-            except queue.Full:
-                break
+            self._queue.put(None)
 
 
 def serve_metrics(
@@ -304,11 +359,14 @@ def serve_metrics(
     state families copied as pre-rendered text (:func:`monitor.metrics.exposition.metrics_app`).
     ``/healthz`` answers 200 while the server runs (and needs no credentials, for liveness
     probes); ``/readyz`` answers 200 or 503 from ``ready_fn``. Guarantee: the endpoint holds at most
-    ``workers + max_connections`` sockets plus the listening one, a worker spends at most
-    ``request_timeout`` seconds receiving a request (handshake included) before the connection
-    is closed, whatever the client trickles, renders ``/metrics``
-    at most once per ``min_scrape_interval`` seconds and answers it at most
-    ``max_scrapes_per_second`` times per second on average (see :class:`ScrapePacer`).
+    ``max_connections + 1`` sockets plus the listening one; no worker ever waits for a request
+    (a connection is closed ``request_timeout`` seconds after it was accepted without its whole
+    request, handshake included, whatever the client trickles); probes are answered by the
+    reception loop, not behind scrapes; ``/metrics`` is rendered at most once per
+    ``min_scrape_interval`` seconds and answered at most ``max_scrapes_per_second`` times per
+    second on average. Assumption: a probe reaches the accept queue; with more looping clients
+    than ``max_connections`` the kernel's queue is shared, and a probe waits for at most the
+    clients ahead of it at 100 accepts per second.
 
     Examples
     --------
