@@ -215,9 +215,9 @@ class Reception:
 
     def _receive(self, conn: _Conn) -> None:
         try:
-            if not conn.handshaken:
-                assert isinstance(conn.sock, ssl.SSLSocket)
-                conn.sock.do_handshake()
+            if not conn.handshaken:  # only TLS connections start unhandshaken
+                if isinstance(conn.sock, ssl.SSLSocket):
+                    conn.sock.do_handshake()
                 conn.handshaken = True
             while True:
                 chunk = conn.sock.recv(16384)
