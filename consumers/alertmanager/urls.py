@@ -35,8 +35,9 @@ def api_url(base: str) -> str:
     >>> api_url("https://proxy/am/?token=t0k")
     'https://proxy/am/api/v2/alerts?token=t0k'
     """
-    parts = urllib.parse.urlsplit(base)
-    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + API_PATH))
+    p = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + API_PATH, p.query,
+                                    p.fragment))
 
 
 def redact_url(url: str) -> str:
@@ -58,8 +59,7 @@ def redact_url(url: str) -> str:
         netloc = f"***@{host}" if "@" in parts.netloc else host
         query = "&".join(f"{pair.partition('=')[0]}=***" if pair else pair
                          for pair in parts.query.split("&")) if parts.query else ""
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query,
-                                                      fragment=""))
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
     except ValueError:
         return "<unparseable URL>"
 

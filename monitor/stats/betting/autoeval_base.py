@@ -92,7 +92,7 @@ class OneSidedBase:
             w0_list = (w0 / w0.sum()).tolist()
         self._rhos = rs
         self._log_w0 = [math.log(v) for v in w0_list]
-        self._uniform = len(set(self._log_w0)) == 1  # same rule in _load_progress (determinism)
+        self._uniform = len(set(self._log_w0)) == 1  # same rule in load_progress (determinism)
         self._side: Side = side
         self._log_threshold = -math.log(float(delta))
         self._log_e_cache: float | None = None
@@ -122,6 +122,19 @@ class OneSidedBase:
     def rhos(self) -> np.ndarray:
         """Reliance factors, shape (S,)."""
         return np.array(self._rhos)
+
+    @property
+    def rho_list(self) -> list[float]:
+        """Reliance factors as the test's own list (read-only; no copy, for the round paths)."""
+        return self._rhos
+
+    def _share_into(self, new: OneSidedBase) -> None:
+        """Give a fresh copy ``new`` this test's read-only parts and its progress (a spawn)."""
+        new._rhos, new._log_w0, new._uniform = self._rhos, self._log_w0, self._uniform
+        new._side, new._log_threshold = self._side, self._log_threshold
+        new._log_e_cache, new._max_log_e, new._crossed = (self._log_e_cache, self._max_log_e,
+                                                          self._crossed)
+        new._sum_human, new._sum_shift = self._sum_human, self._sum_shift
 
     @property
     def log_threshold(self) -> float:
@@ -193,8 +206,8 @@ class OneSidedBase:
             "eprocess": eprocess,
         }
 
-    def _load_progress(self, d: dict[str, Any]) -> None:
-        """Set the mixture weights, maximum, crossing and sums of a state."""
+    def load_progress(self, d: dict[str, Any]) -> None:
+        """Set the mixture weights, maximum, crossing and sums of a :meth:`to_state` document."""
         self._log_w0 = [float(v) for v in d["log_w0"]]
         self._uniform = len(set(self._log_w0)) == 1
         if len(self._log_w0) != len(self._rhos):

@@ -198,7 +198,7 @@ class MixtureTest(OneSidedBase):
         check_state(d)
         ep = BettingEProcess.from_state(d["eprocess"])
         t = cls(ep.alpha, ep.delta, ep.side, d["rhos"], ep.bet, e_process=ep)
-        t._load_progress(d)
+        t.load_progress(d)
         return t
 
 
@@ -235,12 +235,13 @@ def advance_verified_pair(certify: MixtureTest, violate: MixtureTest, human: flo
 
     For callers that built the pair once and keep it in lockstep (:class:`RiskMonitor`).
     """
+    rhos = certify.rho_list
     if block_mean is None:
-        q = [human] * len(certify._rhos)
+        q = [human] * len(rhos)
         d: float | None = None
     else:
         d = block_mean - judge
-        q = [human + r * d for r in certify._rhos]
+        q = [human + r * d for r in rhos]
     certify._ep.advance_twins(violate._ep, q)
     certify.record_shared_round(human, d)
     violate.record_shared_round(human, d)

@@ -72,11 +72,8 @@ class PlugInTest(OneSidedBase):
         (True, 1)
         """
         new = PlugInTest.__new__(PlugInTest)  # explicit: faster than copy.copy
-        new._rhos, new._log_w0, new._uniform = self._rhos, self._log_w0, self._uniform
-        new._pl, new._side = self._pl.spawn(), self._side
-        new._log_threshold, new._log_e_cache = self._log_threshold, self._log_e_cache
-        new._max_log_e, new._crossed = self._max_log_e, self._crossed
-        new._sum_human, new._sum_shift = self._sum_human, self._sum_shift
+        self._share_into(new)
+        new._pl = self._pl.spawn()
         return new
 
     # ------------------------------------------------------------------ rounds
@@ -211,7 +208,7 @@ class PlugInTest(OneSidedBase):
         pl = PlugInEProcess.from_state(d["eprocess"])
         t = cls(pl.alpha, pl.delta, pl.side, d["rhos"], pl.bet)
         t._pl = pl
-        t._load_progress(d)
+        t.load_progress(d)
         return t
 
     def load_state(self, d: dict[str, Any]) -> None:
@@ -231,7 +228,7 @@ class PlugInTest(OneSidedBase):
         if [float(r) for r in d["rhos"]] != list(self._rhos):
             raise ValueError("AutoEvalTest state: rhos differ from this test's")
         self._pl.load_state(d["eprocess"])
-        self._load_progress(d)
+        self.load_progress(d)
 
 
 def _interpolation_weights(rhos: list[float], rho: float) -> np.ndarray:
