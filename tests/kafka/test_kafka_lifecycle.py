@@ -201,5 +201,10 @@ def test_sigterm_after_the_broker_went_away_ends_within_5s(
     assert rc == 0, consumer.log_tail()
     assert took < 5.0, f"SIGTERM took {took:.1f} s\n{consumer.log_tail()}"
     if store == "local":
-        assert ckpt.is_dir() and any(ckpt.iterdir()), (
-            f"no final checkpoint written\n{consumer.log_tail()}")
+        # The final checkpoint is written, unless the consume loop saw the outage first and
+        # dropped its engines (a loop failure closes the consumer: the records are read again
+        # from the last checkpoint, so nothing is lost or counted twice). Which comes first is a
+        # race between the SIGTERM and the loop's next request to the stopped broker.
+        tail = consumer.log_tail()
+        written = ckpt.is_dir() and any(ckpt.iterdir())
+        assert written or "kafka loop failed" in tail, f"no final checkpoint written\n{tail}"
