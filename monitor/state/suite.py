@@ -328,9 +328,11 @@ class SuiteState:
         certs = self._certs
         models = {name: model_view(m, certs, shown_only) for name, m in self.models.items()}
         oldest: dict[str, float] = {}  # the oldest pending unit's tick per model
-        for _, (tick, unit) in self.join.pending.data.items():
+        for _, (tick, unit) in self.join.pending.data.items():  # oldest first
             if unit.model not in oldest:
                 oldest[unit.model] = tick
+                if len(oldest) == len(self.models):
+                    break  # every model's oldest found: the rest are younger
         w = self.join.watermark
         for name, mv in models.items():
             t = oldest.get(name)
