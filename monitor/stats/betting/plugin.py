@@ -50,7 +50,7 @@ from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin_bounds import worst_log_factors
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
 
-__all__ = ["PlugInEProcess", "bet_grid", "plugin_rho"]
+__all__ = ["PlugInEProcess", "bet_grid", "own_cells", "plugin_rho"]
 
 _STATE_KIND = "certmon.PlugInEProcess"
 CELLS = 8
@@ -87,6 +87,22 @@ def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[floa
     return lin + ext, w
 
 
+def own_cells(cells: tuple[Sequence[float], Sequence[float]]) -> tuple[list[float],
+                                                                         list[float]]:
+    """Check and copy fixed bets and prior weights given instead of :func:`bet_grid`'s.
+
+    Examples
+    --------
+    >>> own_cells(([0.5, 1.0], [0.25, 0.75]))
+    ([0.5, 1.0], [0.25, 0.75])
+    """
+    lam, w = [float(v) for v in cells[0]], [float(v) for v in cells[1]]
+    if not lam or len(lam) != len(w) or not all(v > 0.0 for v in lam + w) or not (
+            abs(sum(w) - 1.0) < 1e-9):
+        raise ValueError("cells must be positive bets and positive weights summing to 1")
+    return lam, w
+
+
 class PlugInEProcess:
     """One-sided e-process of the ``plugin_up`` rule: one row, plug-in or fixed reliance.
 
@@ -104,6 +120,12 @@ class PlugInEProcess:
         candidates of the plug-in reliance (R-AutoEval+).
     bet : BetConfig
         Must have ``rule="plugin_up"``; ``bet.c`` is the cap fraction.
+    cells : pair of sequences of float, optional
+        Fixed bets and their prior weights (positive, summing to 1) instead of
+        :func:`bet_grid`'s (the comparisons' grid, say). Not part of :meth:`to_state`: restore
+        such a process with :meth:`load_state` on a fresh one of the same cells.
+    judge_prior : bool, optional
+        :func:`plugin_rho`'s judge prior; default: on the certify side of a plug-in reliance.
 
     Examples
     --------
@@ -133,7 +155,9 @@ class PlugInEProcess:
                  "_side", "_since", "_sums", "_u")  # one per test and model: no per-instance dict
 
     def __init__(self, alpha: float, delta: float, side: Side, rhos: Sequence[float],
-                 bet: BetConfig) -> None:
+                 bet: BetConfig, *,
+                 cells: tuple[Sequence[float], Sequence[float]] | None = None,
+                 judge_prior: bool | None = None) -> None:
         if side not in ("certify", "violate"):
             raise ValueError(f"side must be 'certify' or 'violate', got {side!r}")
         if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
@@ -154,7 +178,7 @@ class PlugInEProcess:
         self._plug = len(rs) > 1
         self._sgn = 1.0 if side == "certify" else -1.0
         self._off = 1.0 - self._alpha if side == "certify" else self._alpha
-        lam, w = bet_grid(self._alpha, side, self._c)
+        lam, w = bet_grid(self._alpha, side, self._c) if cells is None else own_cells(cells)
         if not self._plug:
             # a fixed reliance clips the same cells every round: merge equal bets (exact)
             cap = self._c / (self._off + rs[0])
@@ -173,7 +197,8 @@ class PlugInEProcess:
         self._sums = [0.0] * 5
         self._since = 0  # round from which the running sums count (restart_reliance)
         self._log_e = 0.0
-        self._jp = self._plug and side == "certify"  # plugin_rho's judge prior
+        # plugin_rho's judge prior: by default on the certify side of a plug-in reliance
+        self._jp = self._plug and (side == "certify" if judge_prior is None else judge_prior)
         self._set_rho(0.0 if self._plug else rs[0])
 
     def spawn(self) -> PlugInEProcess:

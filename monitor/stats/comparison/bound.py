@@ -51,7 +51,7 @@ class DifferenceBound:
         Error level in (0, 1).
     c : float
         The test's cap fraction (its bets are reused, capped as the test caps them).
-    grid : {"comparison", "certificate"}
+    grid : {"lognormal", "comparison", "certificate"}
         The test's bet grid (:func:`~.eprocess.grid_cells`).
 
     Notes
@@ -77,7 +77,7 @@ class DifferenceBound:
                  "_points", "_sgn", "_side")
 
     def __init__(self, alpha: float, side: Side, delta: float, c: float,
-                 grid: Grid = "comparison") -> None:
+                 grid: Grid = "lognormal") -> None:
         if side not in ("certify", "violate"):
             raise ValueError(f"side must be 'certify' or 'violate', got {side!r}")
         if not (0.0 < alpha < 1.0 and 0.0 < delta < 1.0 and 0.0 < c < 1.0):

@@ -56,9 +56,10 @@ class PairedComparison:
     n_rhos : int
         Candidate reliances of the plug-in rule, ``linspace(0, 1, n_rhos)``; 1 means R-Eval
         (labels only, ``rho = 0``).
-    grid : {"comparison", "certificate"}
-        Fixed bets of the universal portfolio (:func:`~.eprocess.grid_cells`): the
-        comparison's (default, more mass on small bets) or the certificates' own.
+    grid : {"lognormal", "comparison", "certificate"}
+        Fixed bets of the universal portfolio (:func:`~.eprocess.grid_cells`): the default
+        ``"lognormal"`` (most mass on the bets slow comparisons want), the previous default
+        ``"comparison"``, or the certificates' own.
     detector_p, detector_horizon : float, int
         Change detector's false-alarm budget: probability ``p`` over ``horizon`` rounds
         (threshold ``horizon / p``, average run length at least that, see
@@ -99,7 +100,7 @@ class PairedComparison:
 
     def __init__(self, margin: float = 0.02, delta: float = 0.05, *,
                  threshold_delta: float | None = None, n_rhos: int = DEFAULT_RHOS,
-                 grid: Grid = "comparison", detector_p: float = 0.02,
+                 grid: Grid = "lognormal", detector_p: float = 0.02,
                  detector_horizon: int = 4500) -> None:
         self._margin = float(margin)
         self._alpha = unit_margin(margin)

@@ -46,7 +46,7 @@ def test_unit_scale_is_the_difference_observation() -> None:
 RHOS = np.linspace(0, 1, 11).tolist()
 
 
-@pytest.mark.parametrize("grid", ["comparison", "certificate"])
+@pytest.mark.parametrize("grid", ["lognormal", "comparison", "certificate"])
 def test_comparison_equals_the_batch_twin(grid: str) -> None:
     rounds = stream(1, 600, 0.12, 0.05)
     cmp = PairedComparison(0.02, 0.05, grid=grid)  # type: ignore[arg-type]
