@@ -106,15 +106,17 @@ def main() -> None:
     t0 = time.time()
     print(f"margin {MARGIN}, delta {DELTA}, judge agreement 0.9, 3 unaudited per audited, "
           f"{reps} runs of at most {horizon} audited examples; medians in audited examples")
-    head = (f"{'scenario':24s} {'median':>7s} {'cert grid':>9s} {'clairv':>7s} {'ratio':>6s} "
+    head = (f"{'scenario':24s} {'median':>7s} {'prev grid':>9s} {'cert grid':>9s} "
+            f"{'clairv':>7s} {'ratio':>6s} "
             f"{'clairv sim':>10s} "
-            f"{'ratio':>6s} {'p90':>6s} {'fixed n':>7s} {'ratio':>6s} {'<=2000':>6s}")
+            f"{'ratio':>6s} {'p90':>6s} {'fixed n':>7s} {'ratio':>6s} {'<=2000':>6s} {'prev':>6s}")
     print(head)
     for i, (name, pc, pb, corr, side) in enumerate(SCENARIOS):
         big = paired_rounds(np.random.default_rng(100 + i), 1, 200_000, pc, pb, corr=corr)
         g, lam, rho = clairvoyant(big, side)
         r = paired_rounds(np.random.default_rng(i), reps, horizon, pc, pb, corr=corr)
-        hit, thr = crossings(r, side, "comparison")
+        hit, thr = crossings(r, side, "lognormal")
+        prev, _ = crossings(r, side, "comparison")
         cert, _ = crossings(r, side, "certificate")
         alpha = unit_margin(MARGIN)
         q = r.human + rho * r.shift
@@ -125,10 +127,11 @@ def main() -> None:
         med, p90 = float(np.median(hit)), float(np.quantile(hit, 0.9))
         cl = thr / g
         fx = fixed_n(pc, pb)
-        print(f"{name:24s} {med:7.0f} {float(np.median(cert)):9.0f} {cl:7.0f} {med / cl:6.2f} "
+        print(f"{name:24s} {med:7.0f} {float(np.median(prev)):9.0f} "
+              f"{float(np.median(cert)):9.0f} {cl:7.0f} {med / cl:6.2f} "
               f"{np.median(csim):10.0f} "
               f"{med / float(np.median(csim)):6.2f} {p90:6.0f} {fx:7.0f} {p90 / fx:6.2f} "
-              f"{float(np.mean(hit <= 2000)):6.2f}")
+              f"{float(np.mean(hit <= 2000)):6.2f} {float(np.mean(prev <= 2000)):6.2f}")
     print(f"(clairv: log(1/delta)/g*, the best fixed bet and rho for the true distribution; "
           f"clairv sim: that bettor's median on the same streams; fixed n: two-proportion "
           f"z-test, type I {DELTA}, power 0.9, labels only; {time.time() - t0:.0f} s)")

@@ -28,7 +28,12 @@ from __future__ import annotations
 
 from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.bound import DifferenceBound
-from monitor.stats.comparison.eprocess import DifferenceEProcess, comparison_grid, grid_cells
+from monitor.stats.comparison.eprocess import (
+    DifferenceEProcess,
+    comparison_grid,
+    grid_cells,
+    lognormal_grid,
+)
 from monitor.stats.comparison.group import CandidateGroup
 from monitor.stats.comparison.observation import (
     arm_shift,
@@ -53,6 +58,7 @@ __all__ = [
     "difference_observation",
     "from_unit",
     "grid_cells",
+    "lognormal_grid",
     "to_unit",
     "unit_margin",
 ]
