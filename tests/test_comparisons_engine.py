@@ -198,3 +198,28 @@ def test_a_candidate_that_gets_worse_starts_a_new_epoch_and_is_shown_inferior() 
     assert kinds == ["non_inferior", "inferior"]
     view = _candidate(eng)
     assert view["epoch"] == 1 and view["status"] == "inferior"
+
+
+BOUNDARY_CONFIG = "delta = 0.2\n".join(CONFIG.rsplit("delta = 0.05\n", 1))  # the comparison's
+
+
+@pytest.mark.statistical
+def test_false_verdicts_at_the_boundary_through_the_engine() -> None:
+    # difference == margin (0.07 - 0.05) through the real event path: label delays 16x longer
+    # for failures, 5% of labels missing, failures coupled 0.5; at delta 0.2 (so that 40 runs of
+    # 4000 examples, ~1000 audited each, can show a broken path) neither false verdict may be
+    # more frequent than delta
+    from tests.stats.binomial import clopper_pearson_lower
+
+    runs, found = 40, {"non_inferior": 0, "inferior": 0}
+    for seed in range(runs):
+        ev = shadow_stream("shadow", np.random.default_rng(1000 + seed), examples=4000,
+                           risk_baseline=0.05, risk_candidate=0.07, judge_agreement=0.9,
+                           delay_pass=5.0, delay_fail=80.0, missing_pass=0.05,
+                           missing_fail=0.05)
+        eng = Engine(parse_config(BOUNDARY_CONFIG))
+        kinds = {a["kind"] for a in _run(eng, [line for _, line in ev])}
+        for kind in found:
+            found[kind] += kind in kinds
+    for kind, k in found.items():
+        assert clopper_pearson_lower(k, runs, 0.999) <= 0.2, (kind, k, runs)
