@@ -1,6 +1,8 @@
 """Per-partition consumer metrics (registered on a caller-provided registry).
 
-- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset;
+- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset,
+  for every assigned partition whose high watermark is known (a partition not read yet counts
+  from offset 0); no series while the brokers are unreachable (the lag is unknown then);
 - ``certmon_kafka_records_consumed_total{topic,partition}``;
 - ``certmon_kafka_partitions_assigned``: partitions this process owns now;
 - ``certmon_kafka_connected``: 1 while the consumer loop runs against the broker, else 0;
@@ -150,6 +152,20 @@ class KafkaMetrics:
     def assigned(self, count: int) -> None:
         """Set the number of assigned partitions."""
         self._assigned.set(count)
+
+    def lag_unknown(self) -> None:
+        """Drop every lag series: while the brokers are unreachable the lag is unknown.
+
+        Examples
+        --------
+        >>> registry = CollectorRegistry()
+        >>> m = KafkaMetrics(registry)
+        >>> m.lag("t", 0, 7); m.lag_unknown()
+        >>> registry.get_sample_value("certmon_kafka_consumer_lag_messages",
+        ...                           {"topic": "t", "partition": "0"}) is None
+        True
+        """
+        self._lag.clear()
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop the lag series of a partition this process no longer owns."""
