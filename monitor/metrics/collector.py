@@ -128,7 +128,9 @@ class StateCollector(Collector):
       null), ``certmon_certificate_primary`` (``primary``: 1 for the certificate's primary
       method, 0 for the others; omitted when the key is missing),
       ``certmon_rho_weight_ratio{rho}`` (``rho_weights`` labelled by ``rhos`` formatted with
-      :func:`format_rho`; omitted when ``rhos`` is missing or of another length);
+      :func:`format_rho`; omitted when ``rhos`` is missing or of another length; ``"full"``
+      only), ``certmon_judge_reliance_ratio`` (the mean of ``rhos`` weighted by
+      ``rho_weights``; at every detail);
     - per certificate: ``certmon_certificate_alpha``, ``certmon_certificate_delta``,
       ``certmon_certificate_lost`` (``lost``, 1/0) and the epoch series (``epoch``);
     - per model: ``certmon_judge_bias`` (omitted when null), ``certmon_pending_units`` and the
