@@ -300,7 +300,10 @@ def operations_row(lay: Layout) -> None:
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p99", "B"),
     ], unit="s", minimum=0,
         description="Sampled: the processing time of the first event of each processing "
-                    "batch, timed alone; one observation per batch, not per event."),
+                    "batch, timed alone; one observation per batch, not per event. Empty (a "
+                    "gap): nothing was processed in the interval (idle input, or a Kafka "
+                    "source whose brokers are unreachable: see certmon up), or no certmon "
+                    "target was scraped."),
             6, 8)
     lay.add(timeseries("Alerts emitted", [
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
