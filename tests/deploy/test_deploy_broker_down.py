@@ -1,5 +1,6 @@
-"""The broker-down scenario (issue 26, finding 5): every dashboard panel against a live Prometheus
-scraping a Kafka-source certmon whose brokers became unreachable.
+"""The conflict and broker-down scenarios (issue 26, finding 5): every dashboard panel against a
+live Prometheus scraping a Kafka-source certmon whose suite arrives on a second partition, then
+whose brokers become unreachable.
 
 The exposition is the Kafka source's own: a ``KafkaRunner`` wired to its registry as
 ``run_kafka`` wires it (operational, Kafka and state metrics; ``StateCollector`` with the
@@ -10,7 +11,9 @@ fake consumer, a durable checkpoint, more events, and then the active broker che
 started: the outage is the runner's own reaction to a failed check.
 
 Asserted, while the brokers are reachable: the lag panel has a series for every assigned
-partition, the one without records included (0); once they are not: ``certmon up`` reads 0,
+partition, the one without records included (0). Conflict: records of the suite on partition 1
+are dead-lettered and counted, ``CertmonSuiteOnTwoPartitions`` fires, the events panel shows
+them rejected, and every panel shows data. Brokers unreachable: ``certmon up`` reads 0,
 ``CertmonNotProcessing`` fires, and every panel of both dashboards returns data except those
 whose description says why it is empty in this scenario.
 """
@@ -131,8 +134,9 @@ def prometheus(kafka_certmon: KafkaCertmon,
         stop(proc)
 
 
-def feed(certmon: KafkaCertmon, records: list[bytes], start: int, seconds: float) -> int:
-    """Process ``records`` as partition 0 from offset ``start`` over ``seconds``, as the
+def feed(certmon: KafkaCertmon, records: list[bytes], start: int, seconds: float,
+         partition: int = 0) -> int:
+    """Process ``records`` as ``partition`` from offset ``start`` over ``seconds``, as the
     consumer loop does (lag checked after each batch); return the next offset."""
     runner, consumer = certmon.runner, certmon.consumer
     chunks = 10
@@ -141,12 +145,25 @@ def feed(certmon: KafkaCertmon, records: list[bytes], start: int, seconds: float
     for i in range(chunks):
         batch = [Rec(offset + j, raw) for j, raw in enumerate(records[i * size:(i + 1) * size])]
         offset += len(batch)
-        consumer.highs[0] = offset
+        consumer.highs[partition] = max(consumer.highs[partition], offset)
         with certmon.lock, runner._lock:
-            runner._process({TopicPartition(TOPIC, 0): batch})
+            runner._process({TopicPartition(TOPIC, partition): batch})
             runner._check_health(consumer)  # type: ignore[arg-type]
         time.sleep(seconds / chunks)
     return offset
+
+
+def panel_results(prom: str) -> tuple[list[str], list[str]]:
+    """Run every target of every panel of both dashboards: (titles that show nothing, others)."""
+    empty, shown = [], []
+    for name, panel in panels():
+        rows = []
+        for t in panel["targets"]:
+            body = query(prom, substitute(t["expr"]))
+            assert body["status"] == "success", (name, panel["title"], t["expr"], body)
+            rows += body["data"]["result"]
+        (empty if shows_nothing(rows) else shown).append(panel["title"])
+    return empty, shown
 
 
 def shows_nothing(rows: list[dict[str, Any]]) -> bool:
@@ -165,7 +182,7 @@ def substitute(expr: str) -> str:
     return expr
 
 
-def test_every_panel_when_the_brokers_are_unreachable(kafka_certmon: KafkaCertmon,
+def test_every_panel_in_a_conflict_and_when_the_brokers_are_unreachable(kafka_certmon: KafkaCertmon,
                                                       prometheus: str) -> None:
     prom, runner = prometheus, kafka_certmon.runner
     events = simulated_events()
@@ -182,6 +199,21 @@ def test_every_panel_when_the_brokers_are_unreachable(kafka_certmon: KafkaCertmo
     lag = next(p for _, p in panels() if p["title"] == "Kafka consumer lag")
     assert result(prom, substitute(lag["targets"][0]["expr"]))
 
+    # conflict: the suite's events arrive on partition 1 too (a mis-keyed producer)
+    stray = events[:200]
+    feed(kafka_certmon, stray, 0, 1.0, partition=1)  # detected: fenced, partition rewound
+    feed(kafka_certmon, stray, 0, 1.0, partition=1)  # re-read: dead-lettered and counted
+    wait_until(lambda: ("CertmonSuiteOnTwoPartitions", "") in alerts(prom),  # by (job, suite)
+               "CertmonSuiteOnTwoPartitions firing", 20, interval=0.25)
+    rejected = next(p for _, p in panels()
+                    if p["title"].startswith("Events received / rejected"))
+    rows = result(prom, substitute(rejected["targets"][1]["expr"]))
+    assert any(r["metric"]["reason"] == "suite_partition_conflict"
+               and float(r["value"][1]) > 0 for r in rows), rows
+    offset = feed(kafka_certmon, events[-50:], offset, 1.0)  # partition 0 goes on
+    empty, shown = panel_results(prom)
+    assert empty == [], empty
+
     # the brokers become unreachable: one failed active check (BrokerCheck.check_once)
     with kafka_certmon.lock, runner._lock:
         runner._broker.reachable = False
@@ -194,18 +226,11 @@ def test_every_panel_when_the_brokers_are_unreachable(kafka_certmon: KafkaCertmo
     assert result(prom, "certmon_kafka_connected")[0]["value"][1] == "0"
     assert result(prom, "sum(certmon_checkpoint_pending_events)")[0]["value"][1] != "0"
 
-    empty, shown = [], []
-    for name, panel in panels():
-        rows = []
-        for t in panel["targets"]:
-            body = query(prom, substitute(t["expr"]))
-            assert body["status"] == "success", (name, panel["title"], t["expr"], body)
-            rows += body["data"]["result"]
-        (empty if shows_nothing(rows) else shown).append(panel["title"])
-        if panel["title"] in EMPTY_WHEN_BROKERS_DOWN:
-            assert shows_nothing(rows), (panel["title"], rows)
-            assert EMPTY_WHEN_BROKERS_DOWN[panel["title"]] in panel["description"], panel
+    empty, shown = panel_results(prom)
     assert sorted(empty) == sorted(EMPTY_WHEN_BROKERS_DOWN), (empty, shown)
+    for _, panel in panels():
+        if panel["title"] in EMPTY_WHEN_BROKERS_DOWN:
+            assert EMPTY_WHEN_BROKERS_DOWN[panel["title"]] in panel["description"], panel
     # the template variables still list the suite, model, certificate and method
     for path in DASHBOARDS:
         for var in json.loads(path.read_text())["templating"]["list"]:
