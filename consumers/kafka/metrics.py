@@ -51,7 +51,9 @@ class KafkaMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._lag = Gauge(
             "certmon_kafka_consumer_lag_messages",
-            "Messages between this consumer's position and the partition's high watermark.",
+            "Messages between this consumer's position and the partition's high watermark, for "
+            "every assigned partition (counted from offset 0 until one of its records is read); "
+            "absent while the brokers are unreachable (unknown then).",
             ["topic", "partition"],
             registry=registry,
         )
