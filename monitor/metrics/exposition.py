@@ -73,7 +73,7 @@ def encode(registry: CollectorRegistry, accept_header: str | None) -> tuple[byte
     for metric in registry.collect():
         if isinstance(metric, RenderedFamily):
             head = encoder(_One(Metric(metric.name, metric.documentation, metric.type)))
-            body = metric.encoded
+            body = metric.body.encode()
         else:
             head, body = encoder(_One(metric)), b""
         if openmetrics and head.endswith(_EOF):
