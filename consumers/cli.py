@@ -183,7 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner.adopt(probe.engine, start, probe.checkpointer)
     take_over(outputs.alerts, runner.view())
     shown = config.metrics.detail == "shown"
-    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail,
+                                     version_fn=runner.state_version))
     server = None
     if config.metrics.enabled:
         try:

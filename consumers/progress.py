@@ -250,7 +250,8 @@ def run_demo(config: CertmonConfig, args: argparse.Namespace) -> int:
     runner = Runner(config, outputs, metrics=ops, on_alert=alerts.append)
     take_over(outputs.alerts, runner.view())
     shown = config.metrics.detail == "shown"
-    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail))
+    registry.register(StateCollector(lambda: runner.view(shown), config.metrics.detail,
+                                     version_fn=runner.state_version))
     out = sys.stdout
     server = None
     if not args.no_metrics:

@@ -243,8 +243,9 @@ def open_sink(spec: str, append: bool = False) -> Sink:
         return MemorySink()
     if spec.startswith("file:") and len(spec) > 5:
         return JsonlFileSink(spec[5:], append=append)
+    shown = spec if "://" not in spec else spec.partition("://")[0] + "://..."  # may hold a token
     raise SinkError(
-        f"unknown sink {spec!r} (expected stdout, stderr, file:PATH, memory or none)"
+        f"unknown sink {shown!r} (expected stdout, stderr, file:PATH, memory or none)"
     )
 
 

@@ -108,7 +108,12 @@ def alertmanager_urls(spec: str) -> list[str]:
     if not urls:
         raise SinkError("alertmanager sink: expected alertmanager:URL[,URL2...]")
     for url in urls:
-        if has_userinfo(url):  # checked first: the URL is then never echoed
+        try:
+            userinfo = has_userinfo(url)
+        except ValueError:  # e.g. an unclosed IPv6 bracket: not echoed (it may hold a token)
+            raise SinkError("alertmanager sink: a URL cannot be parsed (an unclosed '[' of an "
+                            "IPv6 address, or a bad port?)") from None
+        if userinfo:  # checked first: the URL is then never echoed
             raise SinkError("alertmanager sink: a URL must not hold credentials (user:pass@); "
                             "use [sinks.alertmanager] basic_auth_username with "
                             "basic_auth_password_file, or bearer_token_file")

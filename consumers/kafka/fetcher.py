@@ -232,6 +232,8 @@ class FetchProcess:
                     continue  # fetched before the last assignment: stale
                 if high >= 0:
                     self.highwaters[(topic, partition)] = high
+                if not offsets:  # a partition without records: its high watermark only
+                    continue
                 got = out.setdefault((topic, partition), Columns([], []))
                 got.offsets.extend(offsets)
                 got.values.extend(values)
@@ -335,6 +337,7 @@ def _child_loop() -> int:
                              max_poll_records=cfg["max_poll_records"])
     epoch = 0
     assigned: list[Any] = []
+    reported: dict[Any, int] = {}  # partition -> high watermark last sent (this assignment)
     try:
         while True:
             got = commands(0.0 if assigned else 0.5)
@@ -344,6 +347,7 @@ def _child_loop() -> int:
                 epoch = int(cmd["epoch"])
                 assigned = [TopicPartition(t, p) for t, p, _ in cmd["assign"]]
                 consumer.assign(assigned)
+                reported = {}
                 for (_, _, off), tp in zip(cmd["assign"], assigned, strict=True):
                     if off is None:
                         consumer.seek_to_beginning(tp)
@@ -356,7 +360,15 @@ def _child_loop() -> int:
             for tp, recs in batches.items():
                 out.write(encode_frame(epoch, tp.topic, tp.partition, consumer.highwater(tp),
                                        ((r.offset, r.value) for r in recs)))
-            if batches:
+            # partitions without records (e.g. of no suite) report their high watermark when
+            # it changes, so their lag is known too: an empty frame
+            quiet = [(tp, high) for tp in assigned if tp not in batches
+                     and (high := consumer.highwater(tp)) is not None
+                     and reported.get(tp) != high]
+            for tp, high in quiet:
+                reported[tp] = high
+                out.write(encode_frame(epoch, tp.topic, tp.partition, high, ()))
+            if batches or quiet:
                 out.flush()
     except BrokenPipeError:
         return 0

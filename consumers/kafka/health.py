@@ -176,15 +176,17 @@ def update_lag(metrics: Any, consumer: Any, workers: dict[int, Any], fetcher: An
     """Set each owned topic-partition's lag gauge; return the total lag (messages).
 
     The high watermark comes from the fetch process when there is one (the group member's
-    own fetch positions are paused), else from the consumer.
+    own fetch positions are paused), else from the consumer. A partition none of whose
+    records was read yet (e.g. one no suite's events went to) is read from its beginning:
+    its lag counts from offset 0, so an empty partition shows 0, not nothing.
     """
     total = 0
     for tp in consumer.assignment():
         worker = workers.get(tp.partition)
         high = (consumer.highwater(tp) if fetcher is None
                 else fetcher.highwaters.get((tp.topic, tp.partition)))
-        if worker is not None and high is not None and tp.topic in worker.offsets:
-            lag = high - worker.offsets[tp.topic]
+        if worker is not None and high is not None:
+            lag = high - worker.offsets.get(tp.topic, 0)
             metrics.lag(tp.topic, tp.partition, lag)
             total += max(0, lag)
     return total

@@ -1,6 +1,8 @@
 """Per-partition consumer metrics (registered on a caller-provided registry).
 
-- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset;
+- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset,
+  for every assigned partition whose high watermark is known (a partition not read yet counts
+  from offset 0); no series while the brokers are unreachable (the lag is unknown then);
 - ``certmon_kafka_records_consumed_total{topic,partition}``;
 - ``certmon_kafka_partitions_assigned``: partitions this process owns now;
 - ``certmon_kafka_connected``: 1 while the consumer loop runs against the broker, else 0;
@@ -49,7 +51,9 @@ class KafkaMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._lag = Gauge(
             "certmon_kafka_consumer_lag_messages",
-            "Messages between this consumer's position and the partition's high watermark.",
+            "Messages between this consumer's position and the partition's high watermark, for "
+            "every assigned partition (counted from offset 0 until one of its records is read); "
+            "absent while the brokers are unreachable (unknown then).",
             ["topic", "partition"],
             registry=registry,
         )
@@ -150,6 +154,20 @@ class KafkaMetrics:
     def assigned(self, count: int) -> None:
         """Set the number of assigned partitions."""
         self._assigned.set(count)
+
+    def lag_unknown(self) -> None:
+        """Drop every lag series: while the brokers are unreachable the lag is unknown.
+
+        Examples
+        --------
+        >>> registry = CollectorRegistry()
+        >>> m = KafkaMetrics(registry)
+        >>> m.lag("t", 0, 7); m.lag_unknown()
+        >>> registry.get_sample_value("certmon_kafka_consumer_lag_messages",
+        ...                           {"topic": "t", "partition": "0"}) is None
+        True
+        """
+        self._lag.clear()
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop the lag series of a partition this process no longer owns."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from consumers.alertmanager.wiring import take_over
@@ -116,10 +117,29 @@ class RebalanceCallbacks:
     _generation: int | None = None  # the group generation of the last assignment
     _joined_at: float = 0.0  # monotonic time of the last assignment
     _fenced_warned: int | None = None
+    _engine_swaps: int = 0  # engines added, dropped or rewound: part of state_version()
+    _view_fell_back: bool = False  # the last scrape got an old view (see state_version)
 
     def state_view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return the merged state view (implemented by ``KafkaRunner``)."""
         raise NotImplementedError
+
+    def state_version(self) -> Hashable:
+        """Return the version of :meth:`state_view`'s document (changes whenever it does).
+
+        The engines added, dropped or rewound so far and each owned engine's count of applied
+        events (every change of an engine's state is the application of an event, counted
+        before it is applied); a fresh object (equal to nothing) after a view that fell back to
+        the last one, or while the engines change under the read. For
+        ``StateCollector(version_fn=...)``: an idle instance's scrapes reuse one rendering.
+        """
+        if self._view_fell_back:
+            return object()
+        try:
+            return self._engine_swaps, tuple(
+                (p, w.engine.events_in) for p, w in sorted(self._workers.items()))
+        except RuntimeError:  # the assignment changed during the read
+            return object()
 
     def _fenced(self, consumer: Any) -> bool:
         """Whether this member left the generation of its assignment (then: write nothing)."""
@@ -184,6 +204,7 @@ class RebalanceCallbacks:
                 consumer.pause(*tps)
                 return False
             self._workers[p] = worker
+            self._engine_swaps += 1
         if self.held.release(p):
             log.info("held partition restored", extra={"partition": p})
             if self._fetcher is None:
@@ -223,6 +244,7 @@ class RebalanceCallbacks:
         with self._lock:
             for tp in tps:
                 self._workers.pop(tp.partition, None)
+                self._engine_swaps += 1
                 self.held.release(tp.partition)
                 self._fence.forget(tp.partition)
                 self.metrics.forget(tp.topic, tp.partition)

@@ -156,10 +156,12 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         the last view computed (empty before the first).
         """
         if not self._lock.acquire(timeout=self.SCRAPE_WAIT_S):
+            self._view_fell_back = True  # not the current state: never reused (state_version)
             return self._views.get(shown_only, merge_state_views([], strict=False))
         try:
             views = [self._workers[p].engine.state_view(shown_only)
                      for p in sorted(self._workers)]
+            self._view_fell_back = False
         finally:
             self._lock.release()
         view = self._views[shown_only] = merge_state_views(views, strict=False)
@@ -240,6 +242,7 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
     def _rewind_partition(self, worker: PartitionWorker) -> None:
         """Reset ``worker`` to its last durable checkpoint and seek its topics back to it."""
         worker.rewind(self.config)
+        self._engine_swaps += 1
         consumer = self._consumer
         if consumer is not None:
             worker.seek(consumer)
@@ -254,10 +257,11 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
 
     def _check_health(self, consumer: KafkaConsumer) -> None:
         """Lag, the active broker check, and the periodic progress line."""
-        lag = update_lag(self.metrics, consumer, self._workers, self._fetcher)
         changed = self._broker.changed()
         if changed is not None:
             self._connected(changed)
+        lag = (update_lag(self.metrics, consumer, self._workers, self._fetcher)
+               if self._broker.reachable else None)  # unreachable: unknown (no series)
         if self._progress.due():
             self._progress.emit(partitions=sorted(self._workers), lag=lag,
                                 held=sorted(self.held.reasons()),
@@ -309,6 +313,7 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         for w in self._workers.values():
             w.rewind(self.config)
             w.seek(consumer)
+        self._engine_swaps += 1
         self._sync_fetcher(consumer)
 
     # ------------------------------------------------------------------ main loop
@@ -411,5 +416,7 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         # certmon_kafka_connected and certmon_up tell the same truth: while the brokers cannot
         # be reached nothing is processed, so the instance is not "up" for its operators
         self.metrics.connected(up)
+        if not up:  # the lag is unknown until the brokers answer again: no stale number
+            self.metrics.lag_unknown()
         if self.ops is not None:
             self.ops.set_up(up)

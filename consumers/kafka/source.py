@@ -81,7 +81,8 @@ def run_kafka(
     if started is not None:
         started(runner)
     shown = config.metrics.detail == "shown"
-    registry.register(StateCollector(lambda: runner.state_view(shown), config.metrics.detail))
+    registry.register(StateCollector(lambda: runner.state_view(shown), config.metrics.detail,
+                                     version_fn=runner.state_version))
     server = None
     if config.metrics.enabled:
         server = serve_metrics(registry, config.metrics.host, config.metrics.port, runner.ready,

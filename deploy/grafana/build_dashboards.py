@@ -300,7 +300,10 @@ def operations_row(lay: Layout) -> None:
                "(rate(certmon_event_processing_seconds_bucket[$__rate_interval])))", "p99", "B"),
     ], unit="s", minimum=0,
         description="Sampled: the processing time of the first event of each processing "
-                    "batch, timed alone; one observation per batch, not per event."),
+                    "batch, timed alone; one observation per batch, not per event. Empty (a "
+                    "gap): nothing was processed in the interval (idle input, or a Kafka "
+                    "source whose brokers are unreachable: see certmon up), or no certmon "
+                    "target was scraped."),
             6, 8)
     lay.add(timeseries("Alerts emitted", [
         target("sum by (kind) (increase(certmon_alerts_emitted_total[$__rate_interval]))",
@@ -379,13 +382,23 @@ def model() -> dict[str, Any]:
     evalues.update(repeat="method", repeatDirection="h", maxPerRow=3)
     lay.add(evalues, 8, 9)
     lay.newline()
-    lay.add(timeseries("Judge reliance: rho weights (R-AutoEval+, certify side)", [
-        target(f'certmon_rho_weight_ratio{{{c}, method="r_autoeval_plus"}}', "rho={{rho}}"),
-    ], unit="percentunit", stack=True, fill=60, minimum=0, maximum=1,
-        description="Mixture weight of each reliance factor rho; weight on large rho means the "
-                    "judge is trusted. Per-rho series are exported only with [metrics] detail "
-                    "= \"full\" (the default, \"shown\", keeps the series count of a fleet "
-                    "down): empty otherwise."), 12, 8)
+    lay.add(timeseries("Judge reliance (R-AutoEval+, certify side)", [
+        target(f'certmon_judge_reliance_ratio{{{c}, method="r_autoeval_plus"}}',
+               "reliance (weighted mean rho)", "A"),
+        target(f'certmon_rho_weight_ratio{{{c}, method="r_autoeval_plus"}}',
+               "weight of rho={{rho}}", "B"),
+    ], unit="percentunit", stack=True, fill=40, minimum=0, maximum=1,
+        overrides=[by_name("reliance (weighted mean rho)", {
+            "custom.stacking": {"mode": "none", "group": "A"}, "custom.fillOpacity": 0,
+            "custom.lineWidth": 3, "color": {"mode": "fixed", "fixedColor": "blue"}})],
+        description="How much R-AutoEval+ relies on the judge: the mean of its reliance "
+                    "factors rho weighted by the mixture (thick line; 0: the judge is ignored, "
+                    "1: fully relied on), exported at every [metrics] detail. With detail = "
+                    "\"full\" the weight of each rho is stacked below it (not exported with "
+                    "the default \"shown\", which keeps the series count of a fleet down). "
+                    "Empty: the certificate has no R-AutoEval+ method, it is not the primary "
+                    "method (detail \"shown\" exports the primary method only), or no event "
+                    "of that model yet."), 12, 8)
     lay.add(timeseries("Judge bias (mean judge - human loss)", [
         target(f"certmon_judge_bias{{{m}}}", "bias"),
     ], description="Positive: the judge is harsher than humans."), 12, 8)

@@ -1,6 +1,7 @@
 r"""The effective configuration: every key with its value, defaults filled in, as TOML or JSON.
 
-What ``certmon config`` prints. Secrets are masked (``"**********"``); keys that are unset
+What ``certmon config`` prints. Secrets are masked (``"**********"``; in URLs, such as an
+Alertmanager sink's, the user information and query values: ``***``); keys that are unset
 (no value: TOML has no null) are listed as comments in the TOML form and as ``null`` in the
 JSON form. The TOML form parses back to the same configuration when it holds no secret.
 
@@ -57,8 +58,43 @@ def effective_document(config: CertmonConfig) -> dict[str, Any]:
     Optional sections that are unset (``strata``, ``selection``, a certificate's
     ``precision``...) are left out, as in the configuration fingerprint.
     """
-    doc: dict[str, Any] = config.model_dump(mode="json")
+    doc: dict[str, Any] = _without_url_credentials(config.model_dump(mode="json"))
     return doc
+
+
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/?#@\s]*@)?"
+                  r"(?P<rest>[^?#\s]*)(?:\?(?P<query>[^#\s]*))?")
+
+
+def _without_url_credentials(value: Any) -> Any:
+    """Return ``value`` with the credentials of every URL in its strings masked.
+
+    A URL's user information and each of its query values (tokens travel there) become
+    ``***``; scheme, host, port, path and query keys stay (they say which endpoint is meant).
+
+    Examples
+    --------
+    >>> _without_url_credentials({"alerts": ["file:a.jsonl",
+    ...     "alertmanager:https://u:pw@am:9093/x?token=s3cret&y=1"]})
+    {'alerts': ['file:a.jsonl', 'alertmanager:https://***@am:9093/x?token=***&y=***']}
+    """
+    if isinstance(value, str):
+        if "://" not in value:
+            return value
+
+        def mask(m: re.Match[str]) -> str:
+            user = "***@" if m.group("user") else ""
+            query = m.group("query")
+            masked = "" if query is None else "?" + "&".join(
+                f"{pair.partition('=')[0]}=***" if pair else pair for pair in query.split("&"))
+            return f"{m.group('scheme')}{user}{m.group('rest')}{masked}"
+
+        return _URL.sub(mask, value)
+    if isinstance(value, dict):
+        return {k: _without_url_credentials(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_url_credentials(v) for v in value]
+    return value
 
 
 def effective_json(config: CertmonConfig) -> str:

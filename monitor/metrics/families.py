@@ -66,6 +66,10 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_certificate_delta", "Error budget delta of the certificate.", _CERT),
     ("certmon_rho_weight_ratio", "Mixture weight of each judge reliance rho (certify side).",
      (*_METHOD, "rho")),
+    ("certmon_judge_reliance_ratio",
+     "Judge reliance of the mixture: the mean of its reliance factors rho weighted by their "
+     "mixture weights (certify side; 0: the judge is ignored, 1: fully relied on). Exported "
+     "at every [metrics] detail, unlike the per-rho certmon_rho_weight_ratio.", _METHOD),
     ("certmon_certificate_epoch", "Epoch of the certificate (1 + regimes ended by a detector).",
      _CERT),
     ("certmon_certificate_lost",

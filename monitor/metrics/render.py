@@ -12,6 +12,9 @@ The ``detail`` level chooses the per-method and per-rho series:
 - ``"full"``: every method of every certificate, with ``certmon_rho_weight_ratio`` per rho;
 - ``"shown"``: only the certificate's primary (shown) method, no ``certmon_rho_weight_ratio``.
 
+Either way each method with reliance factors gets ``certmon_judge_reliance_ratio``, the mean
+of its rhos weighted by their mixture weights (one series per method, not one per rho).
+
 Examples
 --------
 >>> doc = {"suites": {"qa": {"models": {"m1": {"counts": {"rounds": 3}}}}}}
@@ -279,6 +282,10 @@ def _method(out: dict[str, list[str]], head: str, su: str, view: Mapping[str, An
         if v is not None:
             out[name].append(f"{name}{key}{v}\n")
     weights, rhos = get("rho_weights"), get("rhos")
+    if isinstance(weights, list) and isinstance(rhos, list) and len(weights) == len(rhos):
+        v = _fmt(_reliance(weights, rhos))
+        if v is not None:
+            out["certmon_judge_reliance_ratio"].append(f"certmon_judge_reliance_ratio{key}{v}\n")
     if (rho_plans is not None and isinstance(weights, list) and isinstance(rhos, list)
             and len(weights) == len(rhos)):
         lines = out["certmon_rho_weight_ratio"]
@@ -286,6 +293,24 @@ def _method(out: dict[str, list[str]], head: str, su: str, view: Mapping[str, An
             v = _fmt(weights[i])
             if v is not None:
                 lines.append(f'certmon_rho_weight_ratio{{{head}rho="{label}",{su}}} {v}\n')
+
+
+def _reliance(weights: list[Any], rhos: list[Any]) -> float | None:
+    """Mean of ``rhos`` weighted by ``weights`` (None without a valid positive weight).
+
+    Examples
+    --------
+    >>> _reliance([0.25, 0.75], [0.0, 1.0]), _reliance([], []), _reliance([0.0], [1.0])
+    (0.75, None, None)
+    """
+    total = mean = 0.0
+    for w, rho in zip(weights, rhos, strict=True):
+        wv, rv = _num(w), _num(rho)
+        if wv is None or rv is None or wv < 0 or math.isinf(wv) or math.isinf(rv):
+            return None
+        total += wv
+        mean += wv * rv
+    return mean / total if total > 0 else None
 
 
 def _rho_plan(rhos: list[Any], plans: dict[tuple[Any, ...], list[tuple[int, str]]]

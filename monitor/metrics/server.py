@@ -10,7 +10,10 @@ after it was accepted (TLS handshake included; one request per connection, no ke
 and hands ``/metrics`` requests to a fixed pool of workers at most ``max_scrapes_per_second``
 times per second on average (waiting scrapers cost no CPU). ``/metrics`` is rendered at most
 once per ``min_scrape_interval`` (concurrent or looping scrapers share one rendering instead
-of each taking the state lock). Optional TLS and HTTP basic auth.
+of each taking the state lock); within a rendering, the state families are re-rendered only
+when the state's version changed (``StateCollector(version_fn=...)``, as ``certmon run`` wires
+it), so between state changes a rendering re-encodes only the operational families. Optional
+TLS and HTTP basic auth.
 """
 
 from __future__ import annotations
@@ -192,7 +195,9 @@ class _CachedScrape:
     The interval is ``min_scrape_interval``, lengthened to ``cost / RENDER_BUDGET`` after a
     rendering that took ``cost`` CPU seconds (its thread's CPU time), so rendering a large
     fleet costs processing at most ``RENDER_BUDGET`` of a core on average, whatever the scrape
-    load and ``min_scrape_interval``; the page is then up to ``cost / RENDER_BUDGET`` old.
+    load and ``min_scrape_interval``; the page is then up to ``cost / RENDER_BUDGET`` old. A
+    rendering whose state families were reused (unchanged state version) is cheap, so the next
+    one may come after ``min_scrape_interval`` again: the operational families stay fresh.
     """
 
     def __init__(self, app: _App, interval: float, pacer: ScrapePacer | None = None,

@@ -48,3 +48,19 @@ def test_redact_url_userinfo_and_query() -> None:
     assert "pass" not in red and "user" not in red and "s3cret" not in red
     assert red == "https://***@proxy/am/api/v2/alerts?token=***&a=***"
     assert api_url("http://am:9093") == "http://am:9093/api/v2/alerts"
+
+
+@pytest.mark.parametrize("spec", [
+    "alertmanager:http://u:pw-s3cret@[::1/?token=t0ken",  # unclosed IPv6 bracket
+    "alertmanger:https://u:pw-s3cret@am:9093/?token=t0ken",  # a misspelt sink kind
+])
+def test_bad_sink_specs_are_clear_errors_without_credentials(spec: str) -> None:
+    """Issue 26 (finding 6): a sink specification that cannot be used is one clear error that
+    never echoes the URL's credentials (before: an internal ValueError, or the spec in full)."""
+    from consumers.alertmanager.wiring import alertmanager_urls
+    from monitor.errors import SinkError
+    from monitor.sinks import open_sink
+
+    with pytest.raises(SinkError) as err:
+        (alertmanager_urls if spec.startswith("alertmanager:") else open_sink)(spec)
+    assert "s3cret" not in str(err.value) and "t0ken" not in str(err.value), err.value

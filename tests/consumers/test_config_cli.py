@@ -71,6 +71,17 @@ def test_secrets_are_masked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert "**********" in out
 
 
+def test_url_credentials_are_masked(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 (finding 6): an Alertmanager URL's user information and token are credentials
+    too; the endpoint (scheme, host, port, path, query keys) stays readable."""
+    alerts = ('sinks.alerts=["file:alerts.jsonl", '
+              '"alertmanager:https://ops:pw-s3cret@am.example:9093/am?token=t0ken"]')
+    for argv in ([], ["--json"]):
+        out = _run(capsys, "--set", alerts, *argv)
+        assert "pw-s3cret" not in out and "t0ken" not in out and "ops:" not in out, out
+        assert "alertmanager:https://***@am.example:9093/am?token=***" in out
+
+
 def test_bad_config_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "--set", "suites.0.audit_rate=3"]) == 2
     out, err = capsys.readouterr()

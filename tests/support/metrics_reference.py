@@ -58,6 +58,10 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("certmon_certificate_delta", "Error budget delta of the certificate.", _CERT),
     ("certmon_rho_weight_ratio", "Mixture weight of each judge reliance rho (certify side).",
      (*_METHOD, "rho")),
+    ("certmon_judge_reliance_ratio",
+     "Judge reliance of the mixture: the mean of its reliance factors rho weighted by their "
+     "mixture weights (certify side; 0: the judge is ignored, 1: fully relied on). Exported "
+     "at every [metrics] detail, unlike the per-rho certmon_rho_weight_ratio.", _METHOD),
     ("certmon_certificate_epoch", "Epoch of the certificate (1 + regimes ended by a detector).",
      _CERT),
     ("certmon_certificate_lost",
@@ -330,6 +334,13 @@ def _add_method(families: _Families, key: list[str], view: Mapping[str, Any]) ->
         families.gauge("certmon_certificate_primary", key, float(primary))
     weights, rhos = view.get("rho_weights"), view.get("rhos")
     if isinstance(weights, list) and isinstance(rhos, list) and len(weights) == len(rhos):
+        pairs = [(_num(w), _num(r)) for w, r in zip(weights, rhos, strict=True)]
+        finite = [(w, r) for w, r in pairs if w is not None and r is not None
+                  and w >= 0 and math.isfinite(w) and math.isfinite(r)]
+        total = sum(w for w, _ in finite)
+        if pairs and len(finite) == len(pairs) and total > 0:
+            families.gauge("certmon_judge_reliance_ratio", key,
+                           sum(w * r for w, r in finite) / total)
         seen: set[str] = set()
         for rho, weight in zip(rhos, weights, strict=True):
             rho_value = _num(rho)
