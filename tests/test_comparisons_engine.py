@@ -143,6 +143,31 @@ def test_restore_anywhere_continues_bit_identically() -> None:
     assert waiting > 0  # some snapshots were taken with pairs waiting for a label
 
 
+def test_a_checkpoint_of_an_older_bet_grid_restores_and_keeps_its_grid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a checkpoint written when the default grid was "comparison" names that grid in its
+    # state: it restores (the grid is not configured) and continues on its own grid,
+    # bit-identically to a run that never stopped
+    cfg = parse_config(CONFIG)
+    lines = _stream(0, 0.12, examples=1500)
+    k = 700
+    with monkeypatch.context() as m:
+        m.setitem(PairedComparison.__init__.__kwdefaults__, "grid", "comparison")
+        old = Engine(cfg)
+        _run(old, lines[:k])
+        snap = json.loads(json.dumps(old.snapshot()))
+        later = _run(old, lines[k:])
+        expected = json.dumps(old.snapshot(), sort_keys=True)
+    assert PairedComparison().config()["grid"] == "lognormal"  # the current default
+    restored = Engine.restore(cfg, snap)
+    member = restored.suites["shadow"].comparisons.groups["v2-vs-v1"].member("m-v2")
+    assert isinstance(member, PairedComparison) and member.config()["grid"] == "comparison"
+    before = member.rounds
+    assert _run(restored, lines[k:]) == later
+    assert member.rounds > before > 0
+    assert json.dumps(restored.snapshot(), sort_keys=True) == expected
+
+
 @pytest.mark.parametrize("forge", ["margin", "kind", "absent", "pair"])
 def test_restore_refuses_another_comparison(forge: str) -> None:
     cfg = parse_config(CONFIG)

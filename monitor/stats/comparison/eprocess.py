@@ -22,6 +22,22 @@ the study (median labels over 200 runs, ratio to the simulated clairvoyant const
 0.12 against 0.05; log-spaced cells, narrower or wider log-normals and extra mass at the cap
 were each worse somewhere.
 
+Not adopted, measured (``benchmarks/comparison_bettors.py``, 200 runs of 2000, median audited
+examples; grid: 1062 for equal versions at 0.05, 155 for 0.02 against 0.05): a predictable
+plug-in Kelly bet (aGRAPA, at the plug-in reliance) decides the equal versions in fewer than
+half the runs (the first rounds show no failure, so the plug-in variance is about 0 and the bet
+sits at its cap until a failure costs most of the wealth), though 138 on the fast case; with a
+variance prior or a James-Stein shrink it is 1380-1870 (198-256 on the fast case); the average
+of the grid's and aGRAPA's wealths 1324 and 144 (the average costs up to ``log 2`` nats of the
+``log(1/delta) = 3``); ONS 1770 and 474. A warm-up of the reliance (300 pseudo-rounds of
+reliance 0.3) saves 3-6% with a judge of agreement 0.9 at risks 0.02-0.12 and costs 5-10% at
+risks 0.2-0.3 or agreement 0.6. Cells scaled by the plug-in variance, ``e_k / (v_t + e_k^2)``
+with a log-normal prior on the edge ``e_k`` around ``margin / 2`` (the edge of equal
+versions), decide equal versions sooner (1016, 83% within 2000; 1490 against 1823 at 0.2 with
+correlated failures; 1124 against 1334 at agreement 0.7) but everything else later (204
+against 155 for 0.02 against 0.05, 358 against 254 for 0.12 against 0.05); half of each prior
+sits in between (1052, 176).
+
 Examples
 --------
 >>> lam, w = lognormal_grid(0.51, "certify", 0.95)

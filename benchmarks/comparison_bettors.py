@@ -1,0 +1,213 @@
+"""Study of issue 28's bettors for comparisons: the default grid mixture against predictable
+adaptive bets (aGRAPA, ONS), a warm-up of the judge reliance and a variance-scaled grid.
+
+Re-implements the comparison e-process (plug-in reliance of
+:func:`monitor.stats.betting.plugin_round.plugin_rho`, cells of
+:func:`monitor.stats.comparison.eprocess.lognormal_grid`, cap ``c = 0.95``) vectorized over runs
+with switches for the variants; every variant's bet is predictable (a function of earlier rounds)
+and capped, so each is an e-process. Prints the median audited examples to the right verdict and
+the share of runs decided within 2000 (streams of :mod:`monitor.stats.comparison.synthetic`,
+margin 0.02, delta 0.05, 3 unaudited per audited; judge agreement 0.9 unless the name says
+``gamma``). Variants (the ``VARIANTS`` table):
+
+- ``grid``: the default (``"lognormal"``, plug-in reliance);
+- ``agrapa``: one plug-in Kelly bet ``e / (v + e^2)`` at the plug-in reliance, capped;
+- ``ag vprior``: the same with 20 pseudo-rounds of variance 0.1 (early rounds show no failure);
+- ``ag js``: the same, bet shrunk by ``max(0, 1 - v / (t e^2))`` (positive-part James-Stein);
+- ``grid+ag``: the average of the grid's and aGRAPA's wealths (an e-process);
+- ``ons``: online Newton step (Cutkosky & Orabona), bets in ``[0, c / 2 (off + 1)]``;
+- ``warm``: the grid with 300 pseudo-rounds of a judge reliance 0.3 in the covariance;
+- ``vscaled``: cells ``e_k / (v_t + e_k^2)``, ``e_k`` log-normal around margin / 2 (the edge
+  of equal versions), ``v_t`` the plug-in variance with 20 pseudo-rounds of 0.03;
+- ``grid+vs``: the grid's cells and ``vscaled``'s, half the prior each.
+
+Run: ``python benchmarks/comparison_bettors.py`` (about 1-2 minutes; ``--reps``, ``--horizon``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from monitor.stats.comparison.eprocess import lognormal_grid
+from monitor.stats.comparison.observation import unit_margin
+from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
+
+C = 0.95
+RH = np.linspace(0.0, 1.0, 11)
+DELTA = 0.05
+THR = math.log(1 / DELTA)
+
+
+def run(r: UnitRounds, side: str, alpha: float,
+        variant: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Return (first crossing of 1/delta or inf, running max log wealth) of one variant.
+
+    ``variant``: ``bettor`` (grid, agrapa, mix, ons, vs, combo), ``w`` (aGRAPA's weight in
+    mix), ``n0`` (pseudo-rounds at the null shrinking aGRAPA's edge), ``k`` (fraction of its
+    bet), ``vp`` ((variance, pseudo-rounds) prior of aGRAPA's variance), ``js`` (its
+    James-Stein shrink), ``rho_prior`` ((r0, m0): reliance warm-up), ``rho_fixed``, and for
+    vs/combo ``em``, ``es`` (log-normal prior of the edge), ``n1``, ``v0`` (variance prior),
+    ``wv`` (vs's share of the prior in combo).
+    """
+    reps, horizon = r.human.shape
+    sgn = 1.0 if side == "certify" else -1.0
+    off = 1 - alpha if side == "certify" else alpha
+    lam, w = lognormal_grid(alpha, side, C)
+    lam = np.array(lam)[None, :]
+    logp = np.log(np.array(w))[None, :]
+    lw = np.zeros((reps, lam.shape[1]))
+    la = np.zeros(reps)  # agrapa log wealth
+    sums = np.zeros((5, reps))
+    rho = np.full(reps, variant.get("rho_fixed", 0.0))
+    abet = np.zeros(reps)
+    hit = np.full(reps, np.inf)
+    onsb, big_a = np.zeros(reps), np.ones(reps)
+    best = np.zeros(reps)
+    bettor = variant.get("bettor", "grid")
+    wa = variant.get("w", 0.5)
+    n0 = variant.get("n0", 0.0)
+    r0, m0 = variant.get("rho_prior", (0.0, 0.0))
+    kshrink = variant.get("k", 1.0)
+    if bettor in ("vs", "combo"):
+        em, es = variant.get("em", 0.012), variant.get("es", 0.7)
+        n1, v0 = variant.get("n1", 20), variant.get("v0", 0.03)
+        ek = np.exp(np.linspace(math.log(em) - 2.5 * es, math.log(em) + 2.5 * es, 16))
+        wk = np.exp(-0.5 * ((np.log(ek) - math.log(em)) / es) ** 2)
+        wk /= wk.sum()
+        ek = ek[None, :]
+        logp = np.log(wk)[None, :]
+        lw = np.zeros((reps, 16))
+        vhat = np.full(reps, v0)
+        if bettor == "combo":
+            wv = variant.get("wv", 0.5)
+            logp = np.concatenate([np.log(wk * wv),
+                                   np.log(np.array(w)) + math.log(1 - wv)])[None, :]
+            lw = np.zeros((reps, logp.shape[1]))
+    for t in range(horizon):
+        h, s = r.human[:, t], r.shift[:, t]
+        q = h + rho * s
+        x = sgn * (alpha - q)
+        if bettor == "combo":
+            capr = (C / (off + rho))[:, None]
+            bets = np.concatenate([np.minimum(ek / (vhat[:, None] + ek * ek), capr),
+                                   np.minimum(lam, capr)], axis=1)
+            lw += np.log1p(bets * x[:, None])
+        elif bettor == "vs":
+            bets = np.minimum(ek / (vhat[:, None] + ek * ek), (C / (off + rho))[:, None])
+            lw += np.log1p(bets * x[:, None])
+        elif bettor != "agrapa":
+            bets = np.minimum(lam, (C / (off + rho))[:, None])
+            lw += np.log1p(bets * x[:, None])
+        if bettor == "ons":
+            la += np.log1p(onsb * x)
+            z = -x / (1 + onsb * x)
+            big_a += z * z
+            onsb = np.clip(onsb - (2 / (2 - math.log(3))) * z / big_a, 0.0,
+                           0.5 * C / (off + 1.0))
+        elif bettor != "grid":
+            la += np.log1p(abet * x)
+        sums += np.stack([h, s, h * h, h * s, s * s])
+        n = t + 1
+        if n >= 2:
+            sl, sd, sll, sld, sdd = sums
+            ml, md = sl / n, sd / n
+            vl = sll / n - ml * ml
+            cov = sld / n - ml * md
+            vd = sdd / n - md * md
+            if m0 > 0:  # warm-up: m0 pseudo rounds with cov = -r0 vd
+                cov = (n * cov + m0 * (-r0 * vd)) / (n + m0)
+            rho0 = np.clip(-cov / (vd + 1e-12), 0.0, 1.0)
+            e = sgn * (alpha - (ml + rho0 * md))
+            rr = RH[None, :]
+            var = np.maximum(vl[:, None] + 2 * rr * cov[:, None] + rr * rr * vd[:, None], 0)
+            m2 = var + (e * e)[:, None]
+            lamr = np.minimum(e[:, None] / np.maximum(m2, 1e-12), C / (off + rr))
+            g = lamr * e[:, None] - 0.5 * lamr * lamr * m2
+            b = np.argmax(g, axis=1)
+            ok = (e > 0) & (g[np.arange(reps), b] > 0)
+            rho = np.where(ok, RH[b], rho0)
+            if "rho_fixed" in variant:
+                rho = np.full(reps, variant["rho_fixed"])
+            # agrapa bet at the chosen rho, edge shrunk by n0 pseudo rounds at the null
+            mq = ml + rho * md
+            vq = np.maximum(vl + 2 * rho * cov + rho * rho * vd, 0)
+            ea = sgn * (alpha - mq) * n / (n + n0)
+            if "vp" in variant:
+                vq = (n * vq + variant["vp"][1] * variant["vp"][0]) / (n + variant["vp"][1])
+            if bettor in ("vs", "combo"):
+                vhat = (n * vq + n1 * v0) / (n + n1)
+            if variant.get("js"):
+                jsf = np.clip(1 - variant["js"] * vq / (n * np.maximum(ea * ea, 1e-18)), 0, 1)
+                ea = ea * jsf
+            abet = np.clip(kshrink * ea / np.maximum(vq + ea * ea, 1e-12), 0.0,
+                           C / (off + rho))
+        if bettor in ("grid", "vs", "combo"):
+            v = lw + logp
+            m = v.max(axis=1)
+            lwm = m + np.log(np.exp(v - m[:, None]).sum(axis=1))
+        elif bettor in ("agrapa", "ons"):
+            lwm = la
+        else:
+            v = lw + logp
+            m = v.max(axis=1)
+            lg = m + np.log(np.exp(v - m[:, None]).sum(axis=1))
+            lwm = np.logaddexp(lg + math.log(1 - wa), la + math.log(wa))
+        np.maximum(best, lwm, out=best)
+        hit[np.isinf(hit) & (lwm >= THR)] = n
+    return hit, best
+
+
+SCEN: list[tuple[Any, ...]] = [
+    ("inferior 0.12 vs 0.05", 0.12, 0.05, 0.0, "violate"),
+    ("equal 0.05", 0.05, 0.05, 0.0, "certify"),
+    ("equal 0.05, corr 0.3", 0.05, 0.05, 0.3, "certify"),
+    ("better 0.02 vs 0.05", 0.02, 0.05, 0.0, "certify"),
+    ("inferior 0.30 vs 0.20", 0.30, 0.20, 0.0, "violate"),
+    ("equal 0.20, corr 0.5", 0.20, 0.20, 0.5, "certify"),
+    ("equal 0.05 gamma .7", 0.05, 0.05, 0.0, "certify", 0.7),
+    ("better .02 gamma .6", 0.02, 0.05, 0.0, "certify", 0.6),
+    ("inferior .12 gamma .6", 0.12, 0.05, 0.0, "violate", 0.6),
+]
+
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("grid", {}),
+    ("agrapa", dict(bettor="agrapa")),
+    ("ag vprior", dict(bettor="agrapa", vp=(0.1, 20))),
+    ("ag js", dict(bettor="agrapa", js=1.0, vp=(0.1, 20))),
+    ("grid+ag", dict(bettor="mix", w=0.5)),
+    ("ons", dict(bettor="ons")),
+    ("warm", dict(rho_prior=(0.3, 300))),
+    ("vscaled", dict(bettor="vs", em=0.01, es=0.3)),
+    ("grid+vs", dict(bettor="combo", em=0.01, es=0.3)),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--horizon", type=int, default=2000)
+    args = ap.parse_args()
+    alpha = unit_margin(0.02)
+    t0 = time.time()
+    print(f"{args.reps} runs of at most {args.horizon} audited examples: median (share <= 2000)")
+    print(f"{'scenario':22s} " + " ".join(f"{n:>12s}" for n, _ in VARIANTS))
+    for i, sc in enumerate(SCEN):
+        name, pc, pb, corr, side = sc[:5]
+        gam = sc[5] if len(sc) > 5 else 0.9
+        r = paired_rounds(np.random.default_rng(i), args.reps, args.horizon, pc, pb, corr=corr,
+                          gamma=gam)
+        row = []
+        for _, v in VARIANTS:
+            hit, _ = run(r, side, alpha, v)
+            row.append(f"{np.median(hit):5.0f} ({np.mean(hit <= 2000):.2f})")
+        print(f"{name:22s} " + " ".join(f"{c:>12s}" for c in row), flush=True)
+    print(f"({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
