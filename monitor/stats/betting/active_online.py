@@ -1,0 +1,234 @@
+"""One model's active audit online: units judged one at a time, labels late or never.
+
+:class:`ActiveAudit` is :class:`~monitor.stats.betting.active.ActiveBatch` with one copy, plus
+pending labels. When a unit is judged its propensity, reliance and bets are fixed (from earlier
+units and the labels arrived so far); an unaudited unit's factor is known at once; an audited
+unit's factor waits for its label and, until then, counts at its worst value for each test
+(label 1 for certify, 0 for violate: the factor is monotone in the label). A label that never
+comes stays at its worst value for good (:meth:`ActiveAudit.missing`). The wealth is a product,
+so the order in which labels arrive does not change it; every claim (crossing) is made on the
+lower bound with the pending units at their worst.
+
+Examples
+--------
+>>> aa = ActiveAudit(0.2, [(0.3, "certify"), (0.3, "violate")], [0.05, 0.05])
+>>> tickets = []
+>>> for i in range(400):
+...     audited, pi, ticket = aa.judge(0.02, (i * 0.618) % 1.0)
+...     if ticket is not None:
+...         tickets.append(ticket)
+>>> len(tickets) > 0, aa.status(0), aa.pending
+(True, 'pending', 81)
+>>> for t in tickets:
+...     aa.label(t, 0.0)
+>>> aa.status(0), aa.labels, aa.pending
+('certified', 81, 0)
+>>> ActiveAudit.from_state(aa.to_state()).to_state() == aa.to_state()
+True
+
+Notes
+-----
+Guarantee: as :class:`~monitor.stats.betting.active.ActiveBatch` (each test crosses under its
+null with probability at most its delta), whatever the labels' delays and whichever never come:
+a unit's bets are fixed at judge time from information then available, the claimed wealth is at
+most the wealth of the units judged so far with their true labels (Ville's inequality applies
+to the latter), and a missing label's unit keeps its worst factor. Assumptions: the coin is
+independent of the unit's label given the past and the score (certmon's salted hash).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from monitor.stats.betting.active import MULTS, ActiveBatch, Test
+from monitor.stats.betting.bets import Side
+
+__all__ = ["ActiveAudit"]
+
+_KIND = "certmon.ActiveAudit"
+_ARRAYS = ("hw", "hf", "ln", "ls", "floor", "m", "k", "rho", "lam", "logw", "labels",
+           "crossed_labels", "crossed_units")
+
+
+class ActiveAudit:
+    """One model's active audit policy and its tests (see the module docstring).
+
+    Parameters
+    ----------
+    budget : float
+        ``audit_rate``, in (0, 1].
+    tests : sequence of (alpha, side)
+        The one-sided tests (a certificate is a certify and a violate test at its alpha).
+    deltas : sequence of float
+        Each test's level after multiplicity.
+    c : float
+        Cap fraction.
+    """
+
+    def __init__(self, budget: float, tests: Sequence[Test], deltas: Sequence[float],
+                 c: float = 0.95) -> None:
+        self._b = ActiveBatch(budget, tests, deltas, reps=1, c=c)
+        self._pend = np.zeros((len(self._b.tests), len(MULTS)))  # worst log factors waiting
+        self._waiting = 0
+
+    # ------------------------------------------------------------------ units
+    def propensity(self, f: float) -> float:
+        """Return the audit probability of a unit judged now with score ``f``."""
+        return float(self._b.propensities(np.array([f]))[0])
+
+    def judge(self, f: float, coin: float) -> tuple[bool, float, list[Any] | None]:
+        """Take a judged unit: ``(audited, propensity, ticket)``.
+
+        ``coin`` is the unit's uniform in [0, 1) (the salted hash). An audited unit's ticket
+        (JSON) holds what its label needs; pass it to :meth:`label` or :meth:`missing`.
+        """
+        b = self._b
+        fa = np.array([float(f)])
+        pi = float(b.propensities(fa)[0])
+        audited = coin < pi
+        ticket: list[Any] | None = None
+        if audited:
+            worst = self._worst(f, pi)
+            self._pend += worst
+            self._waiting += 1
+            ticket = [float(f), pi, b.rho[:, 0].tolist(), b.lam[:, 0, :].tolist()]
+        else:
+            b.logw += b.factors(fa, np.array([pi]), np.zeros(1), np.zeros(1))
+        b.observe(fa)
+        self._check()
+        return audited, pi, ticket
+
+    def label(self, ticket: Sequence[Any], human: float) -> None:
+        """Use the label of an audited unit, arrived now (in any order)."""
+        f, pi, rho, lam = float(ticket[0]), float(ticket[1]), ticket[2], ticket[3]
+        self._settle(f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
+        self._b.learn(np.array([f]), np.array([float(human)]), np.ones(1))
+        self._check()
+
+    def missing(self, ticket: Sequence[Any]) -> None:
+        """Give up an audited unit's label: its worst factor stays for good."""
+        f, pi, rho, lam = float(ticket[0]), float(ticket[1]), ticket[2], ticket[3]
+        self._settle(f, pi, rho, lam, None)
+        self._check()
+
+    def _settle(self, f: float, pi: float, rho: Any, lam: Any,
+                actual: np.ndarray | None) -> None:
+        worst = self._factors(f, pi, rho, lam, None)
+        self._waiting -= 1
+        if self._waiting == 0:
+            self._pend[:] = 0.0  # exact again (no rounding drift)
+        else:
+            self._pend -= worst
+        self._b.logw[:, 0, :] += worst if actual is None else actual
+
+    def _worst(self, f: float, pi: float) -> np.ndarray:
+        b = self._b
+        return self._factors(f, pi, b.rho[:, 0].tolist(), b.lam[:, 0, :].tolist(), None)
+
+    def _factors(self, f: float, pi: float, rho: Sequence[float],
+                 lam: Sequence[Sequence[float]], human: float | None) -> np.ndarray:
+        """Log factors (J, C) of an audited unit; ``human`` None: each test's worst label."""
+        out = np.empty((len(self._b.tests), len(MULTS)))
+        for j, (alpha, side) in enumerate(self._b.tests):
+            h = (1.0 if side == "certify" else 0.0) if human is None else float(human)
+            rf = float(rho[j]) * f
+            y = rf + (h - rf) / pi
+            x = (alpha - y) if side == "certify" else (y - alpha)
+            out[j] = np.log1p(np.asarray(lam[j], dtype=float) * x)
+        return out
+
+    def _check(self) -> None:
+        b = self._b
+        lower = b.logw[:, 0, :] + self._pend
+        mx = lower.max(-1)
+        log_e = mx + np.log(np.exp(lower - mx[:, None]).mean(-1))
+        new = (log_e >= b.log_threshold) & ~b.crossed[:, 0]
+        if new.any():
+            b.crossed[:, 0] |= new
+            b.crossed_labels[:, 0] = np.where(new, b.labels[0], b.crossed_labels[:, 0])
+            b.crossed_units[:, 0] = np.where(new, b.n, b.crossed_units[:, 0])
+
+    # ------------------------------------------------------------------ reading
+    def status(self, j: int) -> str:
+        """``"certified"`` / ``"violated"`` once test ``j`` crossed (by its side), else pending."""
+        if not self._b.crossed[j, 0]:
+            return "pending"
+        return "certified" if self._b.tests[j][1] == "certify" else "violated"
+
+    def log_e(self, j: int) -> float:
+        """Test ``j``'s claimed log e-value (pending labels at their worst)."""
+        lower = self._b.logw[j, 0, :] + self._pend[j]
+        mx = float(lower.max())
+        return mx + math.log(float(np.exp(lower - mx).mean()))
+
+    def crossed_at_labels(self, j: int) -> int | None:
+        """Labels used when test ``j`` crossed (None before)."""
+        v = int(self._b.crossed_labels[j, 0])
+        return None if v < 0 else v
+
+    @property
+    def labels(self) -> int:
+        """Human labels used so far (arrived labels of audited units)."""
+        return int(self._b.labels[0])
+
+    @property
+    def pending(self) -> int:
+        """Audited units whose label has not arrived."""
+        return self._waiting
+
+    @property
+    def units(self) -> int:
+        """Judged units so far."""
+        return self._b.n
+
+    @property
+    def tests(self) -> list[tuple[float, Side]]:
+        """The one-sided tests."""
+        return list(self._b.tests)
+
+    def policy(self) -> dict[str, float]:
+        """Return the current policy: ``floor``, ``uniform_share``, ``scale`` and ``pi_min``."""
+        b = self._b
+        return {"floor": float(b.floor[0]), "uniform_share": float(b.m[0]),
+                "scale": float(b.k[0]), "pi_min": float(b.pi_min[0])}
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state (floats exact)."""
+        b = self._b
+        return {"kind": _KIND, "version": 1, "budget": b.budget, "c": b.c,
+                "tests": [[a, s] for a, s in b.tests],
+                "deltas": [math.exp(-t) for t in b.log_threshold.tolist()],
+                "log_threshold": b.log_threshold.tolist(), "n": b.n,
+                "next_refit": b.next_refit, "crossed": b.crossed.tolist(),
+                "pend": self._pend.tolist(), "waiting": self._waiting,
+                **{name: getattr(b, name).tolist() for name in _ARRAYS}}
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> ActiveAudit:
+        """Inverse of :meth:`to_state`; raises ``ValueError`` on another kind or version."""
+        if d.get("kind") != _KIND or d.get("version") != 1:
+            raise ValueError("not an ActiveAudit state")
+        tests = [(float(a), str(s)) for a, s in d["tests"]]
+        for _, s in tests:
+            if s not in ("certify", "violate"):
+                raise ValueError(f"ActiveAudit state: bad side {s!r}")
+        sides: list[Test] = [(a, "certify" if s == "certify" else "violate") for a, s in tests]
+        aa = cls(float(d["budget"]), sides, [float(x) for x in d["deltas"]], float(d["c"]))
+        b = aa._b
+        b.log_threshold = np.array(d["log_threshold"], dtype=float)
+        b.n, b.next_refit = int(d["n"]), int(d["next_refit"])
+        b.crossed = np.array(d["crossed"], dtype=bool)
+        for name in _ARRAYS:
+            cur = getattr(b, name)
+            new = np.array(d[name], dtype=cur.dtype)
+            if new.shape != cur.shape:
+                raise ValueError(f"ActiveAudit state: {name} has shape {new.shape}")
+            setattr(b, name, new)
+        aa._pend = np.array(d["pend"], dtype=float).reshape(aa._pend.shape)
+        aa._waiting = int(d["waiting"])
+        return aa
