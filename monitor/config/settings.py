@@ -137,7 +137,8 @@ class SuiteConfig(_Section):
         "earlier units, mean `audit_rate`; every judged unit then enters an inverse-propensity "
         "betting e-process, see docs/guarantees.md). `active` needs `audit_rate > 0` and "
         "refuses strata, a precision goal and comparisons (their per-stratum or paired "
-        "probabilities would have to be composed with the per-unit one).")
+        "probabilities would have to be composed with the per-unit one) and the family "
+        "multiplicity rules (`fixed_sequence`, `e_bh`).")
     label_requests: bool = Field(
         True,
         description="Emit a label request (to `sinks.requests`) for each unit certmon audits "
@@ -247,6 +248,10 @@ class SuiteConfig(_Section):
         if self.audit_policy == "active":
             if self.audit_rate <= 0.0:
                 raise ValueError('audit_policy = "active" needs audit_rate > 0 (the budget)')
+            if self.multiplicity in ("fixed_sequence", "e_bh"):
+                raise ValueError(
+                    f'audit_policy = "active" supports multiplicity "none" or "bonferroni", not '
+                    f"{self.multiplicity!r}")
             if self.strata is not None or goals or self.comparisons:
                 raise ValueError(
                     'audit_policy = "active" cannot be combined with [suites.strata], a '

@@ -59,3 +59,9 @@ def test_active_needs_a_budget() -> None:
 def test_unknown_policy_is_an_error() -> None:
     with pytest.raises(ConfigError, match="audit_policy"):
         _parse('audit_policy = "neyman"')
+
+
+@pytest.mark.parametrize("rule", ["fixed_sequence", "e_bh"])
+def test_active_refuses_family_rules(rule: str) -> None:
+    with pytest.raises(ConfigError, match="supports multiplicity"):
+        _parse(f'audit_policy = "active"\nmultiplicity = "{rule}"')
