@@ -153,7 +153,7 @@ def solve_scale(w: np.ndarray, u: np.ndarray, b: float, floor: np.ndarray,
         low = mean < b
         lo = np.where(low, mid, lo)
         hi = np.where(low, hi, mid)
-    k = np.exp(0.5 * (lo + hi))
+    k = np.exp(lo)  # the mean at lo is below b: the budget is never exceeded
     usable = ((w * u).sum(-1) > 0.0) & (m[..., 0] < 1.0)
     return np.where(usable, k, 0.0)
 

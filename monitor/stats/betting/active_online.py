@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.stats.betting.active import MULTS, ActiveBatch, Test
+from monitor.stats.betting.active import CELLS, ActiveBatch, Test, mix
 from monitor.stats.betting.bets import Side
 
 __all__ = ["ActiveAudit"]
@@ -72,7 +72,7 @@ class ActiveAudit:
     def __init__(self, budget: float, tests: Sequence[Test], deltas: Sequence[float],
                  c: float = 0.95) -> None:
         self._b = ActiveBatch(budget, tests, deltas, reps=1, c=c)
-        self._pend = np.zeros((len(self._b.tests), len(MULTS)))  # worst log factors waiting
+        self._pend = np.zeros((len(self._b.tests), CELLS))  # worst log factors waiting
         self._waiting = 0
 
     # ------------------------------------------------------------------ units
@@ -132,7 +132,7 @@ class ActiveAudit:
     def _factors(self, f: float, pi: float, rho: Sequence[float],
                  lam: Sequence[Sequence[float]], human: float | None) -> np.ndarray:
         """Log factors (J, C) of an audited unit; ``human`` None: each test's worst label."""
-        out = np.empty((len(self._b.tests), len(MULTS)))
+        out = np.empty((len(self._b.tests), CELLS))
         for j, (alpha, side) in enumerate(self._b.tests):
             h = (1.0 if side == "certify" else 0.0) if human is None else float(human)
             rf = float(rho[j]) * f
@@ -143,9 +143,7 @@ class ActiveAudit:
 
     def _check(self) -> None:
         b = self._b
-        lower = b.logw[:, 0, :] + self._pend
-        mx = lower.max(-1)
-        log_e = mx + np.log(np.exp(lower - mx[:, None]).mean(-1))
+        log_e = mix(b.logw[:, 0, :] + self._pend)
         new = (log_e >= b.log_threshold) & ~b.crossed[:, 0]
         if new.any():
             b.crossed[:, 0] |= new
@@ -161,9 +159,7 @@ class ActiveAudit:
 
     def log_e(self, j: int) -> float:
         """Test ``j``'s claimed log e-value (pending labels at their worst)."""
-        lower = self._b.logw[j, 0, :] + self._pend[j]
-        mx = float(lower.max())
-        return mx + math.log(float(np.exp(lower - mx).mean()))
+        return float(mix(self._b.logw[j, 0, :] + self._pend[j]))
 
     def crossed_at_labels(self, j: int) -> int | None:
         """Labels used when test ``j`` crossed (None before)."""
