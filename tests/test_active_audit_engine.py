@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.audit import audit_uniform
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 from monitor.config import parse_config
 from monitor.engine import Engine
+from monitor.metrics import StateCollector
 
 CONFIG = '''
 [[suites]]
@@ -92,11 +95,14 @@ def test_active_checkpoint_restore_continues_identically() -> None:
                                                                               "pending")
 
 
-def test_uniform_default_unchanged_requests() -> None:
+def test_uniform_default_unchanged_requests_and_labels_in_evidence() -> None:
     cfg = parse_config(CONFIG.format(policy="uniform"))
-    _, requests = run(Engine(cfg), stream(500, seed=7))
+    alerts, requests = run(Engine(cfg), stream(4000, seed=7))
     assert requests and {r["reason"] for r in requests} == {"uniform"}
     assert {r["propensity"] for r in requests} == {0.1}
+    assert [a["kind"] for a in alerts] == ["certified"]
+    ev = alerts[0]["evidence"]
+    assert ev["labels"] == ev["rounds"] > 0 and "audit_policy" not in ev
 
 
 def test_cli_replay_active(tmp_path: Path) -> None:
@@ -115,3 +121,20 @@ def test_cli_replay_active(tmp_path: Path) -> None:
     state = json.loads((tmp_path / "STATE.json").read_text())
     active = state["suites"]["qa"]["models"]["m"]["active"]
     assert active["units"] == 3000 and active["labels"] + active["pending"] <= len(reqs)
+
+
+def test_metrics_render_an_active_engine() -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    eng = Engine(cfg)
+    run(eng, stream(4000, seed=5))
+    registry = CollectorRegistry()
+    registry.register(StateCollector(lambda: eng.state_view(), "full"))
+    text = generate_latest(registry).decode()
+    state = [line for line in text.splitlines() if line.startswith(
+        'certmon_certificate_state{certificate="risk",method="r_autoeval_plus"')
+        and 'state="certified"' in line]
+    assert state and state[0].endswith(" 1.0"), text[:2000]
+    log_e = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(
+        'certmon_log_e_value{certificate="risk",method="r_autoeval_plus",model="m",'
+        'side="certify"')]
+    assert log_e and log_e[0] >= math.log(1 / 0.05)  # the active test's wealth

@@ -274,6 +274,13 @@ def model_view(
                 "status_changed_ts": eff.changed_ts,
                 "primary": meth == c.primary_method,
             }
+        if m.active is not None:  # the certificate's verdict is its active tests' (every
+            # method shows their wealth and labels; its own monitors see no round)
+            i = list(certs_config).index(c)
+            for entry in methods.values():
+                entry["rounds"] = m.active.labels
+                entry["log_e_certify"] = finite_or_none(m.active.log_e(2 * i))
+                entry["log_e_violate"] = finite_or_none(m.active.log_e(2 * i + 1))
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
                          "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
     audited = m.order.next_position
