@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from monitor.stats.betting.active import ActiveBatch
+from monitor.stats.betting.active import ActiveBatch, Test
 from monitor.stats.betting.active_growth import (
     bet_cap,
     observation_range,
@@ -16,8 +16,9 @@ from monitor.stats.betting.active_growth import (
     uncertainty,
 )
 from monitor.stats.betting.active_online import ActiveAudit
+from monitor.stats.betting.bets import Side
 
-TESTS = [(0.13, "certify"), (0.13, "violate")]
+TESTS: list[Test] = [(0.13, "certify"), (0.13, "violate")]
 
 
 def _stream(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,7 +47,8 @@ def test_observation_stays_in_its_range_and_factors_above_one_minus_c() -> None:
         pi = rng.uniform(pi_min, 1.0, 10_000)
         y = rho * f + (human - rho * f) / pi
         assert y.min() >= lo - 1e-12 and y.max() <= hi + 1e-12
-        for side, x in (("certify", 0.1 - y), ("violate", y - 0.1)):
+        sides: tuple[tuple[Side, np.ndarray], ...] = (("certify", 0.1 - y), ("violate", y - 0.1))
+        for side, x in sides:
             lam = bet_cap(0.1, rho, pi_min, side, 0.95)
             assert (1.0 + lam * x).min() >= 0.05 - 1e-9
 

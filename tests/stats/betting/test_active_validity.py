@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from monitor.stats.betting.active import ActiveBatch
+from monitor.stats.betting.active import ActiveBatch, mix
 from monitor.stats.betting.active_growth import bet_cap, solve_scale, uncertainty
 from tests.stats.binomial import clopper_pearson_lower
 
@@ -51,7 +51,7 @@ def _run(judge: Judge, seed: int, batch: type[ActiveBatch] = ActiveBatch) -> np.
     for _ in range(UNITS):
         f, human = judge(rng, REPS)
         ab.update(f, rng.random(REPS), human)
-    return ab.crossed.sum(-1)
+    return np.asarray(ab.crossed.sum(-1))
 
 
 @pytest.mark.statistical
@@ -97,4 +97,66 @@ def test_aggressive_bets_stay_valid() -> None:
 @pytest.mark.statistical
 def test_wrong_weights_fail() -> None:
     certified, _ = _run(adversarial, seed=2029, batch=_NoIPW)
+    assert clopper_pearson_lower(int(certified), REPS, 0.999) > DELTA, certified
+
+
+class _Delayed(ActiveBatch):
+    """Labels of failures arrive ``DELAY`` units late (passes at once): value-dependent delays.
+
+    The bets learn only from arrived labels; every claim counts the pending failures at each
+    test's worst label (``ActiveAudit``'s rule, vectorized with a ring of pending factors).
+    """
+
+    DELAY = 300
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.ring_worst = np.zeros((self.DELAY, *self.logw.shape))
+        self.ring_true = np.zeros_like(self.ring_worst)
+        self.ring_f = np.zeros((self.DELAY, self.reps))
+        self.ring_on = np.zeros((self.DELAY, self.reps))
+        self.pend = np.zeros_like(self.logw)
+
+    def update(self, f: np.ndarray, coin: np.ndarray, human: np.ndarray) -> np.ndarray:
+        slot = self.n % self.DELAY
+        on = self.ring_on[slot]  # a delayed label arrives now: its true factor replaces
+        self.logw += on[None, :, None] * self.ring_true[slot]  # its worst in the claim
+        self.pend -= on[None, :, None] * self.ring_worst[slot]
+        self.learn(self.ring_f[slot], np.ones(self.reps), on)
+        pi = self.propensities(f)
+        xi = (coin < pi).astype(float)
+        true = self.factors(f, pi, xi, human)
+        worst = np.stack([self.factors(f, pi, xi, np.full(self.reps, 1.0 if s == "certify"
+                                                          else 0.0))[j]
+                          for j, (_, s) in enumerate(self.tests)])
+        late = xi * (human == 1.0)
+        self.logw += np.where(late[None, :, None] == 1.0, 0.0, true)
+        self.pend += late[None, :, None] * worst
+        self.ring_true[slot], self.ring_worst[slot] = true, worst
+        self.ring_f[slot], self.ring_on[slot] = f, late
+        self.learn(f, human, xi * (1.0 - late))
+        self.observe(f)
+        new = (mix(self.logw + self.pend) >= self.log_threshold[:, None]) & ~self.crossed
+        self.crossed |= new
+        return xi
+
+
+@pytest.mark.statistical
+def test_value_dependent_delays_stay_valid() -> None:
+    for count in _run(adversarial, seed=11, batch=_Delayed):
+        assert clopper_pearson_lower(int(count), REPS, 0.999) < DELTA
+
+
+class _DelayedIgnored(_Delayed):
+    """Wrong on purpose: claims leave the pending units out (as if their factor were 1)."""
+
+    def update(self, f: np.ndarray, coin: np.ndarray, human: np.ndarray) -> np.ndarray:
+        xi = super().update(f, coin, human)
+        self.crossed |= mix(self.logw) >= self.log_threshold[:, None]
+        return xi
+
+
+@pytest.mark.statistical
+def test_ignoring_pending_labels_fails() -> None:
+    certified, _ = _run(adversarial, seed=11, batch=_DelayedIgnored)
     assert clopper_pearson_lower(int(certified), REPS, 0.999) > DELTA, certified
