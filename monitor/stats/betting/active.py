@@ -60,7 +60,7 @@ from monitor.stats.betting.active_growth import (
 )
 from monitor.stats.betting.bets import Side
 
-__all__ = ["CELLS", "GRID", "LOG_W", "ActiveBatch", "Test", "mix"]
+__all__ = ["CELLS", "GRID", "LOG_W", "ActiveBatch", "Test", "cell_bets", "mix"]
 
 GRID = tuple(2.0 ** (-j / 2.0) for j in range(10))
 """The cells' bets as fractions of the uniform policy's cap (each clipped at the current cap)."""
@@ -122,6 +122,8 @@ class ActiveBatch:
         self.k = np.zeros(R)
         self.rho = np.zeros((J, R))
         self.lam = np.zeros((J, R, C))  # no bet before the first refit
+        self.ref = np.zeros((J, R))  # the uniform policy's cap (the grid's unit)
+        self.cap = np.zeros((J, R))  # the current policy's cap: lam = min(ref GRID, cap)
         self.logw = np.zeros((J, R, C))
         self.crossed = np.zeros((J, R), dtype=bool)
         self.labels = np.zeros(R, dtype=np.int64)
@@ -242,7 +244,8 @@ class ActiveBatch:
             alpha, side = test
             ref = np.broadcast_to(bet_cap(alpha, self.rho[j], min(1.0, b), side, c),
                                   (self.reps,))  # the uniform policy's cap
-            self.lam[j] = np.minimum(ref[:, None] * np.array(GRID)[None, :], capj[:, None])
+            self.ref[j], self.cap[j] = ref, capj
+            self.lam[j] = cell_bets(self.ref[j], self.cap[j])
 
 
 def mix(logw: np.ndarray) -> np.ndarray:
@@ -256,3 +259,15 @@ def mix(logw: np.ndarray) -> np.ndarray:
     z = logw + LOG_W
     mx = z.max(-1)
     return np.asarray(mx + np.log(np.exp(z - mx[..., None]).sum(-1)))
+
+
+def cell_bets(ref: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Return the cells' bets ``min(ref 2^(-j/2), cap)``, shape ``ref.shape + (CELLS,)``.
+
+    Examples
+    --------
+    >>> cell_bets(np.array(0.1), np.array(0.06))[:3].round(4).tolist()
+    [0.06, 0.06, 0.05]
+    """
+    return np.asarray(np.minimum(np.asarray(ref)[..., None] * np.array(GRID),
+                                 np.asarray(cap)[..., None]))

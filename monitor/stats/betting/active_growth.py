@@ -56,7 +56,8 @@ BINS = 20
 """Equal-width bins of the judge score kept for the policy's estimates."""
 POLICIES: tuple[tuple[float, float], ...] = (
     (1.0, 1.0),  # uniform: pi = b (the fallback, first)
-    (0.25, 0.0), (0.5, 0.0), (0.25, 0.25), (0.5, 0.25), (0.5, 0.5), (0.75, 0.5))
+    (0.25, 0.0), (0.5, 0.0), (0.25, 0.25), (0.5, 0.25), (0.5, 0.5), (0.75, 0.5),
+    (0.75, 0.25), (0.9, 0.5), (0.75, 0.75), (0.9, 0.25))
 """Candidate ``(floor / b, m)`` pairs; the first is the uniform policy."""
 RHOS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 """Candidate reliances of the bettor."""
@@ -194,7 +195,7 @@ def growth_table(w: np.ndarray, fb: np.ndarray, pb: np.ndarray, b: float, alpha:
     >>> w = np.array([[0.9, 0.1]]); fb = np.array([[0.01, 0.5]]); pb = fb.copy()
     >>> g, k, cap = growth_table(w, fb, pb, 0.1, 0.15, "certify", 0.95)
     >>> g.shape, bool(g.max() > 0)
-    ((1, 7, 6, 12), True)
+    ((1, 11, 6, 12), True)
     """
     R = w.shape[0]
     pol = np.array(policies, dtype=float)

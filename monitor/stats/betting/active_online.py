@@ -44,14 +44,14 @@ from typing import Any
 
 import numpy as np
 
-from monitor.stats.betting.active import CELLS, ActiveBatch, Test, mix
+from monitor.stats.betting.active import CELLS, ActiveBatch, Test, cell_bets, mix
 from monitor.stats.betting.bets import Side
 
 __all__ = ["ActiveAudit"]
 
 _KIND = "certmon.ActiveAudit"
-_ARRAYS = ("hw", "hf", "ln", "ls", "floor", "m", "k", "rho", "lam", "logw", "labels",
-           "crossed_labels", "crossed_units")
+_ARRAYS = ("hw", "hf", "ln", "ls", "floor", "m", "k", "rho", "ref", "cap", "lam", "logw",
+           "labels", "crossed_labels", "crossed_units")
 
 
 class ActiveAudit:
@@ -95,7 +95,8 @@ class ActiveAudit:
             worst = self._worst(f, pi)
             self._pend += worst
             self._waiting += 1
-            ticket = [float(f), pi, b.rho[:, 0].tolist(), b.lam[:, 0, :].tolist()]
+            ticket = [float(f), pi, [[float(b.rho[j, 0]), float(b.ref[j, 0]), float(b.cap[j, 0])]
+                                     for j in range(len(b.tests))]]
         else:
             b.logw += b.factors(fa, np.array([pi]), np.zeros(1), np.zeros(1))
         b.observe(fa)
@@ -104,18 +105,18 @@ class ActiveAudit:
 
     def label(self, ticket: Sequence[Any], human: float) -> None:
         """Use the label of an audited unit, arrived now (in any order)."""
-        f, pi, rho, lam = float(ticket[0]), float(ticket[1]), ticket[2], ticket[3]
+        f, pi, rho, lam = _unpack(ticket)
         self._settle(f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
         self._b.learn(np.array([f]), np.array([float(human)]), np.ones(1))
         self._check()
 
     def missing(self, ticket: Sequence[Any]) -> None:
         """Give up an audited unit's label: its worst factor stays for good."""
-        f, pi, rho, lam = float(ticket[0]), float(ticket[1]), ticket[2], ticket[3]
+        f, pi, rho, lam = _unpack(ticket)
         self._settle(f, pi, rho, lam, None)
         self._check()
 
-    def _settle(self, f: float, pi: float, rho: Any, lam: Any,
+    def _settle(self, f: float, pi: float, rho: np.ndarray, lam: np.ndarray,
                 actual: np.ndarray | None) -> None:
         worst = self._factors(f, pi, rho, lam, None)
         self._waiting -= 1
@@ -127,10 +128,10 @@ class ActiveAudit:
 
     def _worst(self, f: float, pi: float) -> np.ndarray:
         b = self._b
-        return self._factors(f, pi, b.rho[:, 0].tolist(), b.lam[:, 0, :].tolist(), None)
+        return self._factors(f, pi, b.rho[:, 0], b.lam[:, 0, :], None)
 
-    def _factors(self, f: float, pi: float, rho: Sequence[float],
-                 lam: Sequence[Sequence[float]], human: float | None) -> np.ndarray:
+    def _factors(self, f: float, pi: float, rho: np.ndarray, lam: np.ndarray,
+                 human: float | None) -> np.ndarray:
         """Log factors (J, C) of an audited unit; ``human`` None: each test's worst label."""
         out = np.empty((len(self._b.tests), CELLS))
         for j, (alpha, side) in enumerate(self._b.tests):
@@ -138,7 +139,7 @@ class ActiveAudit:
             rf = float(rho[j]) * f
             y = rf + (h - rf) / pi
             x = (alpha - y) if side == "certify" else (y - alpha)
-            out[j] = np.log1p(np.asarray(lam[j], dtype=float) * x)
+            out[j] = np.log1p(lam[j] * x)
         return out
 
     def _check(self) -> None:
@@ -228,3 +229,9 @@ class ActiveAudit:
         aa._pend = np.array(d["pend"], dtype=float).reshape(aa._pend.shape)
         aa._waiting = int(d["waiting"])
         return aa
+
+
+def _unpack(ticket: Sequence[Any]) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """``(f, pi, rho, lam)`` of a ticket ``[f, pi, [[rho, ref, cap] per test]]``."""
+    tests = np.array(ticket[2], dtype=float).reshape(-1, 3)
+    return float(ticket[0]), float(ticket[1]), tests[:, 0], cell_bets(tests[:, 1], tests[:, 2])
