@@ -227,7 +227,7 @@ def active_evidence(m: ModelState, i: int, cert: CertificateConfig, level: float
         "verdict": status,
         "test": "violate" if status == "violated" else "certify",
         "audit_policy": "active",
-        "log_e_value": finite_or_none(a.log_e(j)),
+        "log_e_value": finite_or_none(a.max_log_e(j) if status != "pending" else a.log_e(j)),
         "log_threshold": finite_or_none(math.log(1.0 / level)),
         "labels": a.labels,
         "units": a.units,

@@ -6,8 +6,10 @@ units and the labels arrived so far); an unaudited unit's factor is known at onc
 unit's factor waits for its label and, until then, counts at its worst value for each test
 (label 1 for certify, 0 for violate: the factor is monotone in the label). A label that never
 comes stays at its worst value for good (:meth:`ActiveAudit.missing`). The wealth is a product,
-so the order in which labels arrive does not change it; every claim (crossing) is made on the
-lower bound with the pending units at their worst.
+so the order in which labels arrive does not change it. A claim (crossing) is made on the lower
+bound of the wealth now, with the pending units at their worst, or on the wealth at the time
+just before the oldest audited unit still waiting (every unit before it is known: that is the
+e-process at that time, as rounds applied in audit order), checked each time it grows.
 
 Examples
 --------
@@ -30,9 +32,9 @@ Notes
 -----
 Guarantee: as :class:`~monitor.stats.betting.active.ActiveBatch` (each test crosses under its
 null with probability at most its delta), whatever the labels' delays and whichever never come:
-a unit's bets are fixed at judge time from information then available, the claimed wealth is at
-most the wealth of the units judged so far with their true labels (Ville's inequality applies
-to the latter), and a missing label's unit keeps its worst factor. Assumptions: the coin is
+a unit's bets are fixed at judge time from information then available, each claimed wealth is
+at most the true wealth at some time (Ville's inequality bounds the largest of them), and a
+missing label's unit keeps its worst factor. Assumptions: the coin is
 independent of the unit's label given the past and the score (certmon's salted hash).
 """
 
@@ -72,8 +74,16 @@ class ActiveAudit:
     def __init__(self, budget: float, tests: Sequence[Test], deltas: Sequence[float],
                  c: float = 0.95) -> None:
         self._b = ActiveBatch(budget, tests, deltas, reps=1, c=c)
-        self._pend = np.zeros((len(self._b.tests), CELLS))  # worst log factors waiting
+        shape = (len(self._b.tests), CELLS)
+        self._pend = np.zeros(shape)  # worst log factors waiting
         self._waiting = 0
+        # the units before the oldest audited unit still waiting, all known: their wealth is
+        # the e-process at that time (a claim, as rounds applied in audit order)
+        self._prefix = np.zeros(shape)
+        # after it, in judge order: per audited unit (by ticket id) its factor once known
+        # (None while waiting) and the known factors of the unaudited units judged after it
+        self._queue: dict[int, list[Any]] = {}
+        self._max = np.zeros(len(self._b.tests))  # largest claimed log e (0 at the start)
 
     # ------------------------------------------------------------------ units
     def propensity(self, f: float) -> float:
@@ -96,9 +106,15 @@ class ActiveAudit:
             self._pend += worst
             self._waiting += 1
             ticket = [float(f), pi, [[float(b.rho[j, 0]), float(b.ref[j, 0]), float(b.cap[j, 0])]
-                                     for j in range(len(b.tests))]]
+                                     for j in range(len(b.tests))], b.n]
+            self._queue[b.n] = [None, np.zeros_like(self._prefix)]
         else:
-            b.logw += b.factors(fa, np.array([pi]), np.zeros(1), np.zeros(1))
+            factor = b.factors(fa, np.array([pi]), np.zeros(1), np.zeros(1))[:, 0, :]
+            b.logw[:, 0, :] += factor
+            if self._queue:
+                self._queue[next(reversed(self._queue))][1] += factor
+            else:
+                self._prefix += factor
         b.observe(fa)
         self._check()
         return audited, pi, ticket
@@ -106,25 +122,40 @@ class ActiveAudit:
     def label(self, ticket: Sequence[Any], human: float) -> None:
         """Use the label of an audited unit, arrived now (in any order)."""
         f, pi, rho, lam = _unpack(ticket)
-        self._settle(f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
+        self._settle(ticket, f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
         self._b.learn(np.array([f]), np.array([float(human)]), np.ones(1))
         self._check()
 
     def missing(self, ticket: Sequence[Any]) -> None:
         """Give up an audited unit's label: its worst factor stays for good."""
         f, pi, rho, lam = _unpack(ticket)
-        self._settle(f, pi, rho, lam, None)
+        self._settle(ticket, f, pi, rho, lam, None)
         self._check()
 
-    def _settle(self, f: float, pi: float, rho: np.ndarray, lam: np.ndarray,
-                actual: np.ndarray | None) -> None:
+    def _settle(self, ticket: Sequence[Any], f: float, pi: float, rho: np.ndarray,
+                lam: np.ndarray, actual: np.ndarray | None) -> None:
         worst = self._factors(f, pi, rho, lam, None)
+        factor = worst if actual is None else actual
         self._waiting -= 1
         if self._waiting == 0:
             self._pend[:] = 0.0  # exact again (no rounding drift)
         else:
             self._pend -= worst
-        self._b.logw[:, 0, :] += worst if actual is None else actual
+        self._b.logw[:, 0, :] += factor
+        entry = self._queue.get(int(ticket[3])) if len(ticket) > 3 else None
+        if entry is None:
+            return
+        entry[0] = factor
+        while self._queue:  # the known prefix grows past every settled unit at its front
+            first = next(iter(self._queue))
+            head = self._queue[first]
+            if head[0] is None:
+                break
+            self._prefix += head[0] + head[1]
+            del self._queue[first]
+            self._claim(self._prefix)
+        if not self._queue:
+            self._prefix = self._b.logw[:, 0, :].copy()  # the same sum, without drift
 
     def _worst(self, f: float, pi: float) -> np.ndarray:
         b = self._b
@@ -143,8 +174,13 @@ class ActiveAudit:
         return out
 
     def _check(self) -> None:
+        self._claim(self._b.logw[:, 0, :] + self._pend)
+
+    def _claim(self, logw: np.ndarray) -> None:
+        """Claim on a lower bound ``logw`` (J, C) of the wealth at some time."""
         b = self._b
-        log_e = mix(b.logw[:, 0, :] + self._pend)
+        log_e = mix(logw)
+        self._max = np.maximum(self._max, log_e)
         new = (log_e >= b.log_threshold) & ~b.crossed[:, 0]
         if new.any():
             b.crossed[:, 0] |= new
@@ -161,6 +197,10 @@ class ActiveAudit:
     def log_e(self, j: int) -> float:
         """Test ``j``'s claimed log e-value (pending labels at their worst)."""
         return float(mix(self._b.logw[j, 0, :] + self._pend[j]))
+
+    def max_log_e(self, j: int) -> float:
+        """Test ``j``'s largest claimed log e-value so far (at a crossing: its evidence)."""
+        return float(self._max[j])
 
     def crossed_at_labels(self, j: int) -> int | None:
         """Labels used when test ``j`` crossed (None before)."""
@@ -203,6 +243,9 @@ class ActiveAudit:
                 "log_threshold": b.log_threshold.tolist(), "n": b.n,
                 "next_refit": b.next_refit, "crossed": b.crossed.tolist(),
                 "pend": self._pend.tolist(), "waiting": self._waiting,
+                "prefix": self._prefix.tolist(), "max": self._max.tolist(),
+                "queue": [[k, None if v[0] is None else v[0].tolist(), v[1].tolist()]
+                          for k, v in self._queue.items()],
                 **{name: getattr(b, name).tolist() for name in _ARRAYS}}
 
     @classmethod
@@ -228,10 +271,16 @@ class ActiveAudit:
             setattr(b, name, new)
         aa._pend = np.array(d["pend"], dtype=float).reshape(aa._pend.shape)
         aa._waiting = int(d["waiting"])
+        shape = aa._pend.shape
+        aa._prefix = np.array(d["prefix"], dtype=float).reshape(shape)
+        aa._max = np.array(d["max"], dtype=float).reshape(aa._max.shape)
+        aa._queue = {int(k): [None if r is None else np.array(r, dtype=float).reshape(shape),
+                              np.array(t, dtype=float).reshape(shape)]
+                     for k, r, t in d["queue"]}
         return aa
 
 
 def _unpack(ticket: Sequence[Any]) -> tuple[float, float, np.ndarray, np.ndarray]:
-    """``(f, pi, rho, lam)`` of a ticket ``[f, pi, [[rho, ref, cap] per test]]``."""
+    """``(f, pi, rho, lam)`` of a ticket ``[f, pi, [[rho, ref, cap] per test], id]``."""
     tests = np.array(ticket[2], dtype=float).reshape(-1, 3)
     return float(ticket[0]), float(ticket[1]), tests[:, 0], cell_bets(tests[:, 1], tests[:, 2])

@@ -118,3 +118,26 @@ def test_state_round_trip_is_json_and_continues_identically() -> None:
     assert a.to_state() == b.to_state()
     with pytest.raises(ValueError):
         ActiveAudit.from_state({"kind": "other"})
+
+
+def test_prefix_claim_sees_a_crossing_that_the_late_labels_hide() -> None:
+    """Every label held to the end: the wealth peaks (passes), then falls (failures).
+
+    The bound with pending labels at their worst never crosses, but once the labels arrive
+    the wealth just before each still-waiting unit is known, and it passed the threshold.
+    """
+    aa = ActiveAudit(0.2, [(0.3, "certify")], [0.05])
+    held: list[tuple[list[object], float]] = []
+    best_now = -np.inf
+    for i in range(4000):
+        human = 0.0 if i < 2000 else 1.0
+        _, _, ticket = aa.judge(0.3, (i * 0.618) % 1.0)
+        if ticket is not None:
+            held.append((ticket, human))
+        best_now = max(best_now, aa.log_e(0))
+    assert best_now < np.log(1 / 0.05) and aa.status(0) == "pending"
+    for ticket, human in held:
+        aa.label(ticket, human)
+    assert aa.log_e(0) < np.log(1 / 0.05)  # the wealth now has fallen back
+    assert aa.status(0) == "certified" and aa.max_log_e(0) >= np.log(1 / 0.05)
+    assert aa.to_state()["queue"] == []
