@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.audit import audit_uniform
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 from monitor.config import parse_config
 from monitor.engine import Engine
+from monitor.errors import CheckpointError
 from monitor.metrics import StateCollector
 
 CONFIG = '''
@@ -138,3 +140,24 @@ def test_metrics_render_an_active_engine() -> None:
         'certmon_log_e_value{certificate="risk",method="r_autoeval_plus",model="m",'
         'side="certify"')]
     assert log_e and log_e[0] >= math.log(1 / 0.05)  # the active test's wealth
+
+
+@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting"])
+def test_forged_active_state_is_refused(forge: str) -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    eng = Engine(cfg)
+    run(eng, stream(2000, seed=9)[:3000])
+    snap = json.loads(json.dumps(eng.snapshot()))
+    Engine.restore(cfg, json.loads(json.dumps(snap)))  # the real one loads
+    (model,) = [m for s in snap["suites"] for m in s["models"]]
+    active = model["active"]
+    if forge == "lam":  # a bet beyond its policy's cap: a factor could reach zero
+        active["lam"][0][0] = [10.0] * len(active["lam"][0][0])
+    elif forge == "nan":
+        active["hw"][0][0] = float("nan")
+    elif forge == "threshold":  # a level the configuration does not give
+        active["log_threshold"] = [0.5, 0.5]
+    else:
+        active["waiting"] += 1
+    with pytest.raises(CheckpointError):
+        Engine.restore(cfg, snap)

@@ -435,6 +435,11 @@ class SuiteState:
             if (m.active is not None) != (config.audit_policy == "active"):
                 raise RefusedState(f"suite {s.name!r} model {m.name!r}: the checkpoint's audit "
                                    f"policy is not the configured {config.audit_policy!r}")
+            fresh = s.factory.new(m.name).active
+            if m.active is not None and fresh is not None and not m.active.same_configuration(
+                    fresh):
+                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the active audit was "
+                                   "made under another budget, certificates or levels")
             units = s._waiting(m.name)
             shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
             for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from monitor.stats.betting.active import CELLS, ActiveBatch, Test, cell_bets, mix
+from monitor.stats.betting.active_growth import bet_cap
 from monitor.stats.betting.bets import Side
 
 __all__ = ["ActiveAudit"]
@@ -277,7 +278,35 @@ class ActiveAudit:
         aa._queue = {int(k): [None if r is None else np.array(r, dtype=float).reshape(shape),
                               np.array(t, dtype=float).reshape(shape)]
                      for k, r, t in d["queue"]}
+        aa._validate()
         return aa
+
+    def same_configuration(self, other: ActiveAudit) -> bool:
+        """Return whether ``other`` has this one's budget, cap fraction, tests and thresholds."""
+        a, b = self._b, other._b
+        return (a.budget == b.budget and a.c == b.c and a.tests == b.tests
+                and a.log_threshold.tolist() == b.log_threshold.tolist())
+
+    def _validate(self) -> None:
+        """Refuse a loaded state no run could have produced (``ValueError``)."""
+        b = self._b
+        arrays = [getattr(b, name) for name in _ARRAYS] + [self._pend, self._prefix, self._max]
+        arrays += [x for v in self._queue.values() for x in v if x is not None]
+        if not all(np.isfinite(np.asarray(x, dtype=float)).all() for x in arrays):
+            raise ValueError("ActiveAudit state: a value is not finite")
+        if (b.hw < 0).any() or (b.ln < 0).any() or (b.labels < 0).any() or b.n < 0:
+            raise ValueError("ActiveAudit state: a negative count")
+        if self._waiting != sum(v[0] is None for v in self._queue.values()):
+            raise ValueError("ActiveAudit state: waiting units do not match the queue")
+        if not ((b.floor > 0).all() and (b.floor <= 1).all() and (b.m >= 0).all()
+                and (b.m <= 1).all() and (b.rho >= 0).all() and (b.rho <= 1).all()):
+            raise ValueError("ActiveAudit state: a policy or reliance out of range")
+        for j, (alpha, side) in enumerate(b.tests):
+            cap = np.asarray(bet_cap(alpha, b.rho[j], b.pi_min, side, b.c))
+            if (b.lam[j] < 0).any() or (b.lam[j] > cap[:, None] * (1 + 1e-12)).any():
+                raise ValueError("ActiveAudit state: a bet beyond the cap of its policy")
+        if (b.crossed[:, 0] & (self._max < b.log_threshold - 1e-9)).any():
+            raise ValueError("ActiveAudit state: a crossing below the threshold")
 
 
 def _unpack(ticket: Sequence[Any]) -> tuple[float, float, np.ndarray, np.ndarray]:
