@@ -435,7 +435,7 @@ class SuiteState:
             if (m.active is not None) != (config.audit_policy == "active"):
                 raise RefusedState(f"suite {s.name!r} model {m.name!r}: the checkpoint's audit "
                                    f"policy is not the configured {config.audit_policy!r}")
-            fresh = s.factory.new(m.name).active
+            fresh = s.factory.new(m.name).active if m.active is not None else None
             if m.active is not None and fresh is not None and not m.active.same_configuration(
                     fresh):
                 raise RefusedState(f"suite {s.name!r} model {m.name!r}: the active audit was "
