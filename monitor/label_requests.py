@@ -139,7 +139,7 @@ def label_request(
     propensity : float, optional
         The probability with which the unit was chosen for audit.
     reason : str, optional
-        Why it was chosen (e.g. ``"uniform"``, ``"top_up"``).
+        Why it was chosen (``"uniform"``, ``"top_up"`` or ``"active"``).
     position : int, optional
         Its audit position (the place of its round in the model's audit order).
 

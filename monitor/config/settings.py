@@ -128,6 +128,17 @@ class SuiteConfig(_Section):
         "",
         description="Salt of the audit hash: changing it draws another audit sample. Keep it "
         "fixed across restarts, or the audited sample changes.")
+    audit_policy: Literal["uniform", "active"] = Field(
+        "uniform", exclude_if=lambda v: v == "uniform",  # absent from dumps: fingerprints stay
+        description="How certmon's own audits are drawn: `uniform` (every judged unit with "
+        "probability `audit_rate`) or `active` (a unit's probability grows with the judge's "
+        "uncertainty about it, sqrt(f (1 - f)) for the judge loss f read as a failure "
+        "probability, with a floor and a uniform share chosen by estimated growth rate from "
+        "earlier units, mean `audit_rate`; every judged unit then enters an inverse-propensity "
+        "betting e-process, see docs/guarantees.md). `active` needs `audit_rate > 0` and "
+        "refuses strata, a precision goal and comparisons (their per-stratum or paired "
+        "probabilities would have to be composed with the per-unit one) and the family "
+        "multiplicity rules (`fixed_sequence`, `e_bh`).")
     label_requests: bool = Field(
         True,
         description="Emit a label request (to `sinks.requests`) for each unit certmon audits "
@@ -234,6 +245,19 @@ class SuiteConfig(_Section):
         goals = [c.name for c in self.certificates if c.precision is not None]
         if len(goals) > 1:
             raise ValueError(f"at most one certificate per suite may set precision, got {goals}")
+        if self.audit_policy == "active":
+            if self.audit_rate <= 0.0:
+                raise ValueError('audit_policy = "active" needs audit_rate > 0 (the budget)')
+            if self.multiplicity in ("fixed_sequence", "e_bh"):
+                raise ValueError(
+                    f'audit_policy = "active" supports multiplicity "none" or "bonferroni", not '
+                    f"{self.multiplicity!r}")
+            if self.strata is not None or goals or self.comparisons:
+                raise ValueError(
+                    'audit_policy = "active" cannot be combined with [suites.strata], a '
+                    "certificate precision goal or [[suites.comparisons]]: their per-stratum or "
+                    "paired audit probabilities are not composed with the per-unit one; use "
+                    'audit_policy = "uniform" with them')
         if self.strata is not None:
             budget = self.strata.budget if self.strata.budget is not None else self.audit_rate
             if budget <= 0.0:

@@ -32,6 +32,7 @@ from monitor.config import CertificateConfig
 from monitor.state.audit_order import AuditOrder
 from monitor.state.epochs import CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
+from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
@@ -152,6 +153,9 @@ class ModelState:
     judge: JudgeDrift | None = None  # judge-drift detectors (None when turned off)
     order: AuditOrder = field(default_factory=AuditOrder)  # rounds in audit order
     last_rhos: dict[str, list[float]] = field(default_factory=dict)  # see reliances()
+    # audit_policy = "active": the policy and its inverse-propensity tests (two per
+    # certificate, certify then violate, in certificate order); None under uniform audits
+    active: ActiveAudit | None = None
 
     @classmethod
     def new(
@@ -284,6 +288,7 @@ class ModelState:
             "judge_drift": None if self.judge is None else self.judge.to_dict(),
             "audit_order": self.order.to_list(),
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
+            **({} if self.active is None else {"active": self.active.to_state()}),
         }
 
     @classmethod
@@ -319,6 +324,7 @@ class ModelState:
             judge=None if d["judge_drift"] is None else JudgeDrift.from_dict(d["judge_drift"]),
             order=(AuditOrder.from_list(d["audit_order"]) if "audit_order" in d
                    else AuditOrder()),
+            active=ActiveAudit.from_state(d["active"]) if "active" in d else None,
         )
 
 

@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from monitor.config import CertificateConfig, SuiteConfig
@@ -27,9 +28,11 @@ from monitor.state.epochs import CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.state.model import ModelState, build_group
 from monitor.state.strata import StrataSpec, StrataState
+from monitor.stats.betting.active_online import ActiveAudit
+from monitor.stats.betting.bets import Side
 from monitor.stats.betting.risk_group import CertificateGroup
 
-__all__ = ["ModelFactory", "threshold_delta"]
+__all__ = ["ModelFactory", "new_active", "threshold_delta"]
 
 
 def threshold_delta(config: SuiteConfig, cert: CertificateConfig) -> float:
@@ -56,6 +59,22 @@ def threshold_delta(config: SuiteConfig, cert: CertificateConfig) -> float:
     return cert.delta
 
 
+def new_active(config: SuiteConfig, certs: list[CertificateConfig],
+               level: Callable[[CertificateConfig], float]) -> ActiveAudit:
+    """Return a model's fresh :class:`ActiveAudit`: a certify and a violate test per certificate.
+
+    Each test at the certificate's level after multiplicity (``level``); cap fraction the
+    certificate's ``bet_cap`` (0.95 when unset; the first certificate's).
+    """
+    tests: list[tuple[float, Side]] = []
+    deltas: list[float] = []
+    for cert in certs:
+        tests += [(cert.alpha, "certify"), (cert.alpha, "violate")]
+        deltas += [level(cert), level(cert)]
+    c = certs[0].bet_cap if certs and certs[0].bet_cap is not None else 0.95
+    return ActiveAudit(config.audit_rate, tests, deltas, c=min(c, 0.95))
+
+
 class ModelFactory:
     """Builds the models of one suite from prototypes (see the module docstring)."""
 
@@ -77,6 +96,8 @@ class ModelFactory:
                            self._fresh_epochs)
         if self.strata is not None:
             m.strata = StrataState(self.strata)
+        if self._config.audit_policy == "active":
+            m.active = new_active(self._config, self._certs, self._level)
         return m
 
     def _fresh_group(self, cert: CertificateConfig) -> CertificateGroup:

@@ -48,6 +48,7 @@ from typing import Any, Final
 
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.state.model import build_group
+from monitor.state.views import active_status
 
 __all__ = ["MAX_COUNT", "STATUSES", "RefusedState", "check_counts", "check_restored_suite",
            "check_suite_dict"]
@@ -213,8 +214,11 @@ def check_suite_dict(
         for c, m, e in md["effective"]:
             if e[0] not in STATUSES:
                 raise RefusedState(f"{mw}: unknown status {e[0]!r} for {c}/{m}")
+            # under an active audit a status changes at its tests' label count
+            limit = (_int(md["active"]["labels"][0], f"{mw} active labels") if "active" in md
+                     else rounds)
             for at in (e[1], e[2]):
-                if at is not None and _int(at, f"{mw} status round") > rounds:
+                if at is not None and _int(at, f"{mw} status round") > limit:
                     raise RefusedState(f"{mw}: status of {c}/{m} changed at round {at} "
                                      f"after the model's {rounds} rounds")
             if e[3] is not None:
@@ -289,6 +293,15 @@ def check_restored_suite(multiplicity: str, models: dict[str, Any]) -> None:
         A status the e-processes do not support.
     """
     for name, m in models.items():
+        if m.active is not None:  # statuses of its active tests (monitor.state.views)
+            for i, cert in enumerate(dict.fromkeys(c for c, _ in m.effective)):
+                verdict = active_status(m.active, i)
+                for (c, _), eff in m.effective.items():
+                    if c == cert and eff.status in ("certified", "violated") \
+                            and eff.status != verdict:
+                        raise RefusedState(f"model {name!r} {cert}: status {eff.status!r} but "
+                                           f"its active tests say {verdict!r}")
+            continue
         for key, eff in m.effective.items():
             mon = m.monitors[key]
             if eff.status == "violated" and mon.status != "violated":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from functools import partial
+from typing import Any
 
 from monitor.alerts import Alert, make_alert
 from monitor.config import SuiteConfig
@@ -116,11 +117,29 @@ class StatusBook:
             if new != m.effective[(cert, meth)].status:
                 self._set_status(m, cert, meth, new, ts, alerts)
 
+    def set_active(self, m: ModelState, cert: str, new: str, ts: float, alerts: list[Alert],
+                   evidence: dict[str, Any]) -> None:
+        """Move every method's status of ``cert`` to ``new`` (``audit_policy = "active"``).
+
+        Under an active audit the certificate's verdict is its inverse-propensity tests'
+        (:class:`~monitor.stats.betting.active_online.ActiveAudit`); ``evidence`` is the
+        alerts' evidence (it states the human ``labels`` used).
+        """
+        for (c, meth), eff in m.effective.items():
+            if c == cert and eff.status != new:
+                self._set_status(m, c, meth, new, ts, alerts, evidence, int(evidence["labels"]))
+
     def _set_status(self, m: ModelState, cert: str, meth: str, new: str, ts: float,
-                    alerts: list[Alert]) -> None:
-        """Move one effective status to ``new``; alerts for the certificate's primary method."""
+                    alerts: list[Alert], evidence: dict[str, Any] | None = None,
+                    rounds: int | None = None) -> None:
+        """Move one effective status to ``new``; alerts for the certificate's primary method.
+
+        ``evidence`` and ``rounds`` (the alert's round) default to the certificate's monitors'
+        and the model's rounds; an active audit passes its own (its labels used).
+        """
         eff = m.effective[(cert, meth)]
-        rounds = m.counts["rounds"]
+        if rounds is None:
+            rounds = m.counts["rounds"]
         old = eff.status
         eff.status = new
         eff.changed_ts = ts if math.isfinite(ts) else None
@@ -142,8 +161,8 @@ class StatusBook:
             return
         rule = self._config.multiplicity
         for kind in kinds:
-            evidence = (withdrawal_evidence(m, cert, meth, rule)
-                        if kind == "certificate_withdrawn"
-                        else alert_evidence(m, cert, meth, kind, rule))
-            alerts.append(make_alert(kind, self._suite, m.name, cert, meth, rounds, ts,
-                                     evidence))
+            ev = (evidence if evidence is not None
+                  else withdrawal_evidence(m, cert, meth, rule)
+                  if kind == "certificate_withdrawn"
+                  else alert_evidence(m, cert, meth, kind, rule))
+            alerts.append(make_alert(kind, self._suite, m.name, cert, meth, rounds, ts, ev))

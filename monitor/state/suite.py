@@ -56,10 +56,11 @@ from monitor.state.prototypes import ModelFactory, threshold_delta
 from monitor.state.restore_checks import RefusedState
 from monitor.state.status_book import StatusBook
 from monitor.state.strata import StrataState
-from monitor.state.views import model_view
+from monitor.state.views import active_evidence, active_status, model_view
 
 __all__ = ["SuiteState"]
 
+ACTIVE = "active"  # the tag and request reason of an active audit
 _MAX_REFUSED = 20  # refused model names kept for STATE.json (the count is exact)
 
 
@@ -170,6 +171,9 @@ class SuiteState:
         first = self.join.take_orphan(key)  # a label that came first
         if first is not None:
             model.orphan_labels -= 1
+        if model.active is not None:  # audit_policy = "active": every unit enters the tests
+            self._judge_active(ev, model, key, first, alerts, requests)
+            return
         sample, tag = self.audit.decide(ev, model.strata)
         if sample != UNIFORM:  # unaudited for the betting certificates: the synthetic block
             model.block_sum += ev.loss
@@ -213,6 +217,49 @@ class SuiteState:
                 position=unit.position if unit.position >= 0 else None))
             model.counts["label_requests"] += 1
 
+    def _judge_active(self, ev: Event, model: ModelState, key: str, first: Any,
+                      alerts: list[Alert], requests: list[dict[str, Any]]) -> None:
+        """Take a judged unit under ``audit_policy = "active"`` (:class:`ActiveAudit`).
+
+        certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
+        not decide: its probability would be unknown); the judge loss is the score. An
+        audited unit waits for its label with its ticket (propensity and bets fixed now); its
+        request carries the propensity and reason ``"active"``.
+        """
+        active = model.active
+        if active is None:  # only called for an active model
+            return
+        audited, pi, ticket = active.judge(ev.loss, self.audit.uniform(ev.model, ev.example_id))
+        if not audited:
+            if first is not None:
+                model.counts["unsolicited_labels"] += 1
+            self._active_status(model, ev.ts, alerts)
+            return
+        unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
+        if first is not None:
+            self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
+            return
+        model.pending_units += 1
+        for k, p in self.join.add_pending(key, unit):
+            self._expired_pending(k, p, ev.ts, alerts)
+        if ev.audit is None and self.audit.requests:
+            requests.append(label_request(self.name, ev.model, ev.example_id, ev.event_id,
+                                          ev.ts, ev.stratum, propensity=pi, reason=ACTIVE))
+            model.counts["label_requests"] += 1
+        self._active_status(model, ev.ts, alerts)
+
+    def _active_status(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
+        """Move each certificate's statuses to its active tests' verdict."""
+        active = model.active
+        if active is None:
+            return
+        for i, cert in enumerate(self._certs):
+            status = active_status(active, i)
+            if model.effective[(cert.name, cert.primary_method)].status != status:
+                level = self.threshold_delta(cert)
+                self.book.set_active(model, cert.name, status, ts, alerts, active_evidence(
+                    model, i, cert, level, self.config.multiplicity))
+
     def _label(self, ev: Event, model: ModelState, key: str, alerts: list[Alert]) -> None:
         model.counts["labels"] += 1
         join = self.join
@@ -232,6 +279,10 @@ class SuiteState:
         """Use an audited unit and its label: a round in audit order; a stratified label."""
         tag = unit.tag
         self.join.mark_rounded(key)
+        if tag is not None and tag[0] == ACTIVE and model.active is not None:
+            model.active.label(tag[1], human)  # (not a round of the uniform monitors)
+            self._active_status(model, ts, alerts)
+            return
         if unit.position >= 0:
             # the reliances learn from the label now; the round waits for its position
             model.learn(human, unit.judge, unit.block)
@@ -298,7 +349,11 @@ class SuiteState:
         m = self.models[unit.model]
         m.pending_units -= 1
         m.counts["expired_pending"] += 1
-        if unit.position >= 0:
+        if unit.tag is not None and unit.tag[0] == ACTIVE and m.active is not None:
+            self.join.mark_missing(key)
+            m.active.missing(unit.tag[1])  # at its worst value for good
+            self._active_status(m, ts, alerts)
+        elif unit.position >= 0:
             self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
                             unit.rhos, m.groups, lambda: self._waiting(m.name))
@@ -377,6 +432,14 @@ class SuiteState:
             s.models[m.name] = m
         s.join = JoinWindow.from_dict(config, watermark, d)
         for m in s.models.values():
+            if (m.active is not None) != (config.audit_policy == "active"):
+                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the checkpoint's audit "
+                                   f"policy is not the configured {config.audit_policy!r}")
+            fresh = s.factory.new(m.name).active if m.active is not None else None
+            if m.active is not None and fresh is not None and not m.active.same_configuration(
+                    fresh):
+                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the active audit was "
+                                   "made under another budget, certificates or levels")
             units = s._waiting(m.name)
             shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
             for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:

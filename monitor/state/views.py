@@ -16,15 +16,18 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
+from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.verdict import verdict_bound
 
-__all__ = ["VERDICT_KINDS", "alert_evidence", "certificate_lost", "detector_evidence",
-           "label_fields", "model_view", "verdict_fields", "withdrawal_evidence"]
+__all__ = ["VERDICT_KINDS", "active_evidence", "active_status", "active_view", "alert_evidence",
+           "certificate_lost", "detector_evidence", "label_fields", "model_view",
+           "verdict_fields", "withdrawal_evidence"]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -78,6 +81,7 @@ def alert_evidence(
         "log_e_value": finite_or_none(test.max_log_e if claimed else log_e),
         "log_threshold": finite_or_none(mon.log_threshold),
         "rounds": mon.rounds,
+        "labels": mon.rounds,  # human labels used: one per round
         **label_fields(m),
         **verdict_fields("certified" if certified else "violated", mon.alpha,
                          mon.threshold_delta, mon.cs_lower, mon.cs_upper, valid),
@@ -110,6 +114,7 @@ def withdrawal_evidence(m: ModelState, cert: str, meth: str, multiplicity: str
         "log_e_value": finite_or_none(mon.log_e_certify),
         "log_threshold": finite_or_none(mon.log_threshold),
         "rounds": mon.rounds,
+        "labels": mon.rounds,
         **label_fields(m),
         "alpha": mon.alpha,
         "delta": mon.delta,
@@ -181,6 +186,61 @@ def certificate_lost(m: ModelState, cert: CertificateConfig) -> bool:
     return eff.status != "certified" and m.epochs[cert.name].began_with_lost_certificate
 
 
+def active_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dict[str, Any]:
+    """Return the ``active`` part of a model's view (``audit_policy = "active"``).
+
+    Per certificate its status and the claimed log e-values of its certify and violate
+    inverse-propensity tests (pending labels at their worst), with the labels they used.
+    """
+    a = m.active
+    if a is None:
+        return {}
+    certs: dict[str, Any] = {}
+    for i, c in enumerate(certs_config):
+        certs[c.name] = {
+            "status": active_status(a, i),
+            "log_e_certify": finite_or_none(a.log_e(2 * i)),
+            "log_e_violate": finite_or_none(a.log_e(2 * i + 1)),
+            "certified_at_labels": a.crossed_at_labels(2 * i),
+            "violated_at_labels": a.crossed_at_labels(2 * i + 1),
+        }
+    return {"labels": a.labels, "units": a.units, "pending": a.pending,
+            "policy": a.policy(), "certificates": certs}
+
+
+def active_status(a: ActiveAudit, i: int) -> str:
+    """Certificate ``i``'s verdict under an active audit: violated, certified or pending."""
+    if a.status(2 * i + 1) == "violated":
+        return "violated"
+    return a.status(2 * i)
+
+
+def active_evidence(m: ModelState, i: int, cert: CertificateConfig, level: float,
+                    multiplicity: str) -> dict[str, Any]:
+    """Evidence of an active certificate's claim: its test, wealth and the labels it used."""
+    a = m.active
+    if a is None:
+        raise ValueError("active_evidence: the model has no active audit")
+    status = active_status(a, i)
+    j = 2 * i + (1 if status == "violated" else 0)
+    return {
+        "verdict": status,
+        "test": "violate" if status == "violated" else "certify",
+        "audit_policy": "active",
+        "log_e_value": finite_or_none(a.max_log_e(j) if status != "pending" else a.log_e(j)),
+        "log_threshold": finite_or_none(math.log(1.0 / level)),
+        "labels": a.labels,
+        "units": a.units,
+        **label_fields(m),
+        "policy": a.policy(),
+        "alpha": cert.alpha,
+        "delta": cert.delta,
+        "threshold_delta": level,
+        "multiplicity": multiplicity,
+        "epoch": m.epochs[cert.name].number,
+    }
+
+
 def model_view(
     m: ModelState, certs_config: Sequence[CertificateConfig], shown_only: bool = False
 ) -> dict[str, Any]:
@@ -214,6 +274,13 @@ def model_view(
                 "status_changed_ts": eff.changed_ts,
                 "primary": meth == c.primary_method,
             }
+        if m.active is not None:  # the certificate's verdict is its active tests' (every
+            # method shows their wealth and labels; its own monitors see no round)
+            i = list(certs_config).index(c)
+            for entry in methods.values():
+                entry["rounds"] = m.active.labels
+                entry["log_e_certify"] = finite_or_none(m.active.log_e(2 * i))
+                entry["log_e_violate"] = finite_or_none(m.active.log_e(2 * i + 1))
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
                          "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
     audited = m.order.next_position
@@ -234,4 +301,5 @@ def model_view(
         "certificates": certs,
         "judge_drift": None if m.judge is None else m.judge.view(),
         **({} if m.strata is None else {"strata": m.strata.view()}),
+        **({} if m.active is None else {"active": active_view(m, certs_config)}),
     }

@@ -1,0 +1,163 @@
+"""``audit_policy = "active"`` end to end: engine, label requests, alerts, checkpoint, replay."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.audit import audit_uniform
+from monitor.checkpoint import decode_checkpoint, encode_checkpoint
+from monitor.config import parse_config
+from monitor.engine import Engine
+from monitor.errors import CheckpointError
+from monitor.metrics import StateCollector
+
+CONFIG = '''
+[[suites]]
+name = "qa"
+models = ["m"]
+audit_rate = 0.1
+audit_policy = "{policy}"
+[[suites.certificates]]
+name = "risk"
+alpha = 0.2
+delta = 0.05
+'''
+
+
+def stream(n: int, seed: int, delay: int = 40) -> list[bytes]:
+    """A calibrated judge (scores near 0.01, 0.95, 0.5); every unit labelled after ``delay``.
+
+    certmon uses the labels of the units it audits and counts the others as unsolicited.
+    """
+    rng = np.random.default_rng(seed)
+    z = rng.random(n)
+    f = np.where(z < 0.85, 0.01, np.where(z < 0.9, 0.95, 0.5))
+    human = (rng.random(n) < f).astype(float)
+    out: list[tuple[int, bytes]] = []
+    for i in range(n):
+        base = {"suite": "qa", "model": "m", "example_id": f"x{i}"}
+        out.append((2 * i, json.dumps({"type": "judge", "event_id": f"j{i}", "ts": float(i),
+                                       "loss": float(f[i]), **base}).encode()))
+        lab = {"type": "label", "event_id": f"l{i}", "ts": float(i + delay),
+               "loss": float(human[i]), **base}
+        out.append((2 * (i + delay) + 1, json.dumps(lab).encode()))
+    return [line for _, line in sorted(out, key=lambda t: t[0])]
+
+
+def run(eng: Engine, lines: list[bytes]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    alerts: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
+    for line in lines:
+        res = eng.process(line)
+        alerts += res.alerts
+        requests += res.requests
+    return alerts, requests
+
+
+def test_active_engine_certifies_with_propensities_and_replays() -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    lines = stream(4000, seed=5)
+    alerts, requests = run(Engine(cfg), lines)
+    assert requests and all(r["reason"] == "active" for r in requests)
+    props = np.array([r["propensity"] for r in requests])
+    assert ((props > 0.0) & (props <= 1.0)).all() and len(set(props.round(6))) > 1
+    for r in requests:  # the coin is certmon's salted hash against the stated propensity
+        assert audit_uniform("", "qa", "m", r["example_id"]) < r["propensity"]
+    kinds = [a["kind"] for a in alerts]
+    assert kinds == ["certified"], kinds
+    ev = alerts[0]["evidence"]
+    assert ev["audit_policy"] == "active" and ev["log_e_value"] >= ev["log_threshold"]
+    assert 0 < ev["labels"] <= len(requests) and alerts[0]["round"] == ev["labels"]
+    assert run(Engine(cfg), lines)[0] == alerts  # replay: the same alerts, ids and evidence
+
+
+def test_active_checkpoint_restore_continues_identically() -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    lines = stream(3000, seed=6)
+    whole = Engine(cfg)
+    a1, r1 = run(whole, lines)
+    first = Engine(cfg)
+    a2, r2 = run(first, lines[:2500])
+    snap, _ = decode_checkpoint(encode_checkpoint(first.snapshot(), {"offset": 2500}))
+    restored = Engine.restore(cfg, snap)
+    a3, r3 = run(restored, lines[2500:])
+    assert a2 + a3 == a1 and r2 + r3 == r1
+    view = restored.state_view()["suites"]["qa"]["models"]["m"]["active"]
+    assert view == whole.state_view()["suites"]["qa"]["models"]["m"]["active"]
+    assert view["labels"] > 0 and view["certificates"]["risk"]["status"] in ("certified",
+                                                                              "pending")
+
+
+def test_uniform_default_unchanged_requests_and_labels_in_evidence() -> None:
+    cfg = parse_config(CONFIG.format(policy="uniform"))
+    alerts, requests = run(Engine(cfg), stream(4000, seed=7))
+    assert requests and {r["reason"] for r in requests} == {"uniform"}
+    assert {r["propensity"] for r in requests} == {0.1}
+    assert [a["kind"] for a in alerts] == ["certified"]
+    ev = alerts[0]["evidence"]
+    assert ev["labels"] == ev["rounds"] > 0 and "audit_policy" not in ev
+
+
+def test_cli_replay_active(tmp_path: Path) -> None:
+    cfg = tmp_path / "certmon.toml"
+    cfg.write_text(CONFIG.format(policy="active"))
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(stream(3000, seed=8)) + b"\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "consumers.cli", "replay", "--config", str(cfg), "--input",
+         str(events), "--state-out", str(tmp_path / "STATE.json"), "--alerts-out",
+         str(tmp_path / "alerts.jsonl"), "--requests-out", str(tmp_path / "requests.jsonl"),
+         "--quiet"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    reqs = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert reqs and all(r["reason"] == "active" and 0 < r["propensity"] <= 1 for r in reqs)
+    state = json.loads((tmp_path / "STATE.json").read_text())
+    active = state["suites"]["qa"]["models"]["m"]["active"]
+    assert active["units"] == 3000 and active["labels"] + active["pending"] <= len(reqs)
+
+
+def test_metrics_render_an_active_engine() -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    eng = Engine(cfg)
+    run(eng, stream(4000, seed=5))
+    registry = CollectorRegistry()
+    registry.register(StateCollector(lambda: eng.state_view(), "full"))
+    text = generate_latest(registry).decode()
+    state = [line for line in text.splitlines() if line.startswith(
+        'certmon_certificate_state{certificate="risk",method="r_autoeval_plus"')
+        and 'state="certified"' in line]
+    assert state and state[0].endswith(" 1.0"), text[:2000]
+    log_e = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(
+        'certmon_log_e_value{certificate="risk",method="r_autoeval_plus",model="m",'
+        'side="certify"')]
+    assert log_e and log_e[0] >= math.log(1 / 0.05)  # the active test's wealth
+
+
+@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting"])
+def test_forged_active_state_is_refused(forge: str) -> None:
+    cfg = parse_config(CONFIG.format(policy="active"))
+    eng = Engine(cfg)
+    run(eng, stream(2000, seed=9)[:3000])
+    snap = json.loads(json.dumps(eng.snapshot()))
+    Engine.restore(cfg, json.loads(json.dumps(snap)))  # the real one loads
+    (model,) = [m for s in snap["suites"] for m in s["models"]]
+    active = model["active"]
+    if forge == "lam":  # a bet beyond its policy's cap: a factor could reach zero
+        active["lam"][0][0] = [10.0] * len(active["lam"][0][0])
+    elif forge == "nan":
+        active["hw"][0][0] = float("nan")
+    elif forge == "threshold":  # a level the configuration does not give
+        active["log_threshold"] = [0.5, 0.5]
+    else:
+        active["waiting"] += 1
+    with pytest.raises(CheckpointError):
+        Engine.restore(cfg, snap)
