@@ -297,7 +297,7 @@ class Engine:
             self.changed.add(SELECTION_PART)
         else:
             n_models = 0 if known else len(suite.models)  # known: the event creates none
-            before = JoinBudget.sizes(suite.join)
+            before = suite.join.sizes()
             dup = suite.handle(ev, alerts, requests)
             self.budget.track(suite.join, before, self._suites, alerts, self.changed)
             if not known:

@@ -105,9 +105,8 @@ class AuditOrder:
             sums = self.sums.get(cert)
             if sums is None:
                 sums = self.sums[cert] = [[0.0] * len(t) for t in terms]
-            for s, t in zip(sums, terms, strict=True):
-                for k, v in enumerate(t):
-                    s[k] += sign * v
+            for i, (s, t) in enumerate(zip(sums, terms, strict=True)):  # s_k + sign * t_k
+                sums[i] = [a + sign * v for a, v in zip(s, t, strict=True)]
 
     def resolve(self, pos: int, human: float | None, judge: float, block_sum: float,
                 block_count: int, rhos: Rhos, groups: dict[str, CertificateGroup],

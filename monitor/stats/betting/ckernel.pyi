@@ -1,6 +1,10 @@
 """Compiled round of the plug-in e-processes (``ckernel.c``); see ``plugin_round.step_py``."""
 
+from collections.abc import Sequence
+
 def step(u: list[float], bets: list[float], x: float,
          ref: float) -> tuple[list[float], float, float]: ...
 def reliance(sums: list[float], human: float, shift: float, t: int, alpha: float, c: float,
              certify: bool, rhos: list[float], judge_prior: bool = False) -> float: ...
+def worst_log_factors(alpha: float, side: str, lam: Sequence[float], c: float,
+                      human: float | None, rho: float | None, shift: float) -> list[float]: ...

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from monitor.stats.betting.bets import Side
 
-__all__ = ["worst_human", "worst_log_factors"]
+__all__ = ["worst_human", "worst_log_factors", "worst_log_factors_py"]
 
 
 def worst_human(side: Side) -> float:
@@ -50,9 +50,13 @@ def worst_human(side: Side) -> float:
     return 1.0 if side == "certify" else 0.0
 
 
-def worst_log_factors(alpha: float, side: Side, lam: Sequence[float], c: float,
-                      human: float | None, rho: float | None, shift: float) -> list[float]:
+def worst_log_factors_py(alpha: float, side: Side, lam: Sequence[float], c: float,
+                         human: float | None, rho: float | None, shift: float) -> list[float]:
     """Log of each cell's smallest factor over the unknown label and/or reliance.
+
+    The Python reference of :func:`worst_log_factors` (the compiled ``ckernel`` function when
+    it was built, else this one; both give the same bits: ``tests/stats/betting/
+    test_ckernel.py``).
 
     Parameters
     ----------
@@ -100,3 +104,9 @@ def worst_log_factors(alpha: float, side: Side, lam: Sequence[float], c: float,
                 worst = f
         out.append(log(worst))
     return out
+
+
+try:  # the compiled bounds (setup.py builds them when a C compiler is present): same bits
+    from monitor.stats.betting.ckernel import worst_log_factors
+except ImportError:  # pragma: no cover - depends on the install
+    worst_log_factors = worst_log_factors_py
