@@ -14,7 +14,7 @@ from monitor.stats.betting import plugin_round
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting import plugin_bounds
-from monitor.stats.betting.plugin_bounds import worst_log_factors_py
+from monitor.stats.betting.plugin_bounds import add_worst_log_factors_py, worst_log_factors_py
 from monitor.stats.betting.plugin_round import reliance_py, step_py
 from tests.ckernels import load
 
@@ -131,6 +131,11 @@ def test_worst_log_factors_matches_python(ck: ModuleType) -> None:
         a = ck.worst_log_factors(alpha, side, lam, c, human, rho, shift)
         b = worst_log_factors_py(alpha, side, lam, c, human, rho, shift)
         assert _hex(a) == _hex(b), case
+        s = rng.choice([None, [rng.uniform(-50, 50) for _ in range(n)], [0.0] * n])
+        sign = rng.choice([1.0, -1.0])
+        a = ck.add_worst_log_factors(s, sign, alpha, side, lam, c, human, rho, shift)
+        b = add_worst_log_factors_py(s, sign, alpha, side, lam, c, human, rho, shift)
+        assert _hex(a) == _hex(b), case
         unknown += rho is None and n > 0
         off = 1.0 - alpha if side == "certify" else alpha
         clipped += rho is None and any(0.0 < c / lk - off < 1.0 for lk in lam)
@@ -147,6 +152,9 @@ def test_worst_log_factors_matches_python(ck: ModuleType) -> None:
         worst_log_factors_py(0.1, "certify", [5.0], 2.0, 1.0, 0.0, 0.0)
     with pytest.raises(TypeError):
         ck.worst_log_factors(0.1, "certify", ["x"], 0.95, None, None, 0.0)
+    for fn in (ck.add_worst_log_factors, add_worst_log_factors_py):
+        with pytest.raises(ValueError, match="differ in length"):
+            fn([0.0], 1.0, 0.1, "certify", [0.5, 1.0], 0.95, None, None, 0.0)
 
 
 def test_float_subclasses_and_small_ints_like_python(ck: ModuleType) -> None:
