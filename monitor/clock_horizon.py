@@ -60,7 +60,7 @@ class ClockHorizon:
         return ts > self.horizon
 
     def explain(self, ts: float, watermark: float | None, suite: str = "") -> str:
-        """The rejection detail of ``ts`` (``watermark``: its suite's event time, if any)."""
+        """Return the rejection detail of ``ts`` (``watermark``: its suite's event time, if any)."""
         now = self.horizon - self.max_jump
         where = "" if watermark is None else f" (suite {suite!r} event time {watermark!r})"
         return (f"ts {ts!r} is more than {self.max_jump:g} s ahead of the clock ({now:.0f})"

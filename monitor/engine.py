@@ -275,12 +275,12 @@ class Engine:
             self._reject(ev, raw)
             return ev
         suite = self._suites.get(ev.suite)
-        if ev.ts > self._clock.horizon:  # the clock is read only past the last horizon
-            if self._clock.ahead_of_clock(ev.ts):  # checked first: it creates nothing
-                rej = Rejection("implausible_ts", self._clock.explain(
-                    ev.ts, None if suite is None else suite.watermark, ev.suite))
-                self._reject(rej, raw)
-                return rej
+        # the clock is read only past the last horizon; checked first: it creates nothing
+        if ev.ts > self._clock.horizon and self._clock.ahead_of_clock(ev.ts):
+            rej = Rejection("implausible_ts", self._clock.explain(
+                ev.ts, None if suite is None else suite.watermark, ev.suite))
+            self._reject(rej, raw)
+            return rej
         known = suite is not None and ev.model in suite.models
         if not known:
             admitted = self._admit(ev, suite)

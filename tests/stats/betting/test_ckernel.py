@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting import plugin as plugin_mod
-from monitor.stats.betting import plugin_round
+from monitor.stats.betting import plugin_bounds, plugin_round
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
-from monitor.stats.betting import plugin_bounds
 from monitor.stats.betting.plugin_bounds import add_worst_log_factors_py, worst_log_factors_py
 from monitor.stats.betting.plugin_round import reliance_py, step_py
 from tests.ckernels import load
