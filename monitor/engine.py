@@ -37,7 +37,6 @@ True
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from typing import Any, Final
 
 from monitor.alerts import ALERT_KINDS, Alert
 from monitor.checkpoint import Position
+from monitor.clock_horizon import ClockHorizon
 from monitor.config import CertmonConfig, SuiteConfig
 from monitor.errors import CheckpointError
 from monitor.events import (
@@ -126,10 +126,9 @@ class Engine:
 
     def __init__(self, config: CertmonConfig, clock: Callable[[], float] = time.time) -> None:
         self.config = config
-        self._clock = clock  # wall clock (Unix seconds): only far-future event times read it
         self._max_bytes = config.events.max_bytes
-        self._max_jump = config.events.max_ts_jump_seconds
-        self._horizon = -math.inf  # latest clock reading + max_jump: a ts up to it is plausible
+        # the wall clock (Unix seconds): only far-future event times read it
+        self._clock = ClockHorizon(clock, config.events.max_ts_jump_seconds)
         self._max_id_bytes = config.events.max_id_bytes
         self._max_suites = config.events.max_suites
         self._max_suite_models = config.events.max_models_per_suite
@@ -276,11 +275,12 @@ class Engine:
             self._reject(ev, raw)
             return ev
         suite = self._suites.get(ev.suite)
-        if ev.ts > self._horizon:  # the clock is read only past the last reading's horizon
-            rej = self._implausible_ts(ev, suite)  # checked first: it creates nothing
-            if rej is not None:
-                self._reject(rej, raw)
-                return rej
+        # the clock is read only past the last horizon; checked first: it creates nothing
+        if ev.ts > self._clock.horizon and self._clock.ahead_of_clock(ev.ts):
+            rej = Rejection("implausible_ts", self._clock.explain(
+                ev.ts, None if suite is None else suite.watermark, ev.suite))
+            self._reject(rej, raw)
+            return rej
         known = suite is not None and ev.model in suite.models
         if not known:
             admitted = self._admit(ev, suite)
@@ -297,7 +297,7 @@ class Engine:
             self.changed.add(SELECTION_PART)
         else:
             n_models = 0 if known else len(suite.models)  # known: the event creates none
-            before = JoinBudget.sizes(suite.join)
+            before = suite.join.sizes()
             dup = suite.handle(ev, alerts, requests)
             self.budget.track(suite.join, before, self._suites, alerts, self.changed)
             if not known:
@@ -321,31 +321,6 @@ class Engine:
             return None
         self.duplicates[dup] += 1
         return dup
-
-    def _implausible_ts(self, ev: Event, suite: SuiteState | None) -> Rejection | None:
-        """Return the rejection of an event stamped far in the future, or None.
-
-        Implausible: more than ``events.max_ts_jump_seconds`` ahead of the wall clock, whatever
-        the suite's event time (one far-future event cannot expire every pending join, event
-        time cannot walk past the bound step by step; a silent suite or a replay of past data
-        is never refused). :meth:`restore` applies the same rule to a checkpoint's event times,
-        so a state this engine accepted restores on any clock not behind the one that did.
-        """
-        if not self._ahead_of_clock(ev.ts):
-            return None
-        now = self._horizon - self._max_jump
-        where = "" if suite is None else f" (suite {ev.suite!r} event time {suite.watermark!r})"
-        return Rejection("implausible_ts", f"ts {ev.ts!r} is more than {self._max_jump:g} s "
-                         f"ahead of the clock ({now:.0f}){where} (events.max_ts_jump_seconds)")
-
-    def _ahead_of_clock(self, ts: float) -> bool:
-        """Read the clock; return whether ``ts`` is more than the bound ahead of it.
-
-        The one plausibility rule, for input and restore; the horizon keeps the largest reading
-        (a clock stepping back never refuses what it accepted; hosts' clocks are synchronised).
-        """
-        self._horizon = max(self._horizon, self._clock() + self._max_jump)
-        return ts > self._horizon
 
     def _reject(self, rej: Rejection, raw: bytes) -> None:
         """Count a rejection, attributed to its model when that model already exists.
@@ -477,10 +452,10 @@ class Engine:
                 check_suite_detectors(cfg, sd)
                 check_suite_strata(cfg, sd, threshold_delta)
                 suite = SuiteState.from_dict(cfg, sd)
-                if eng._ahead_of_clock(suite.watermark):  # the input rule (_implausible_ts)
+                if eng._clock.ahead_of_clock(suite.watermark):  # the input rule
                     raise RefusedState(f"suite {suite.name!r} event time {suite.watermark!r}"
-                                       f" is more than {eng._max_jump:g} s ahead of the clock "
-                                       "(events.max_ts_jump_seconds)")
+                                       f" is more than {eng._clock.max_jump:g} s ahead of the "
+                                       "clock (events.max_ts_jump_seconds)")
                 check_restored_suite(cfg.multiplicity, suite.models)
                 check_suite_detectors(cfg, sd, suite.models)
                 eng._suites[str(sd["name"])] = suite

@@ -364,6 +364,8 @@ def decode_event(
         ev = None
     if ev is None:
         return _slow_path(raw, max_id_bytes)
+    if len(raw) <= max_id_bytes and (ev.audit is None or ev.type == "judge"):
+        return ev  # the usual event: what _post_checks(ev, None) returns, without the call
     return _post_checks(ev, max_id_bytes if len(raw) > max_id_bytes else None)
 
 

@@ -51,17 +51,6 @@ Rhos = dict[str, list[float]] | None  # per certificate, per plugin_up test (Non
 Waiting = tuple[float, tuple[float, int], Rhos]  # a waiting unit's (judge, block, rhos)
 
 
-def _terms(group: CertificateGroup, human: float | None, judge: float,
-           block: tuple[float, int], rhos: list[float] | None) -> list[list[float]]:
-    mean = block[0] / block[1] if block[1] else None
-    out: list[list[float]] = []
-    for i, t in enumerate(group.tests):
-        terms = t.bound_terms(human, judge, mean, None if rhos is None else rhos[i])
-        if terms is not None:
-            out.append(terms)
-    return out
-
-
 @dataclass(slots=True)
 class AuditOrder:
     """Reorder buffer of one model's audited units, with the bounds of the unapplied ones.
@@ -98,16 +87,23 @@ class AuditOrder:
         """
         if self.sums is None:
             self.sums = {}
+        mean = block[0] / block[1] if block[1] else None
         for cert, group in groups.items():
-            terms = _terms(group, human, judge, block, None if rhos is None else rhos.get(cert))
-            if not terms:
+            tests = group.tests
+            if not tests:
                 continue
+            r = None if rhos is None else rhos.get(cert)
             sums = self.sums.get(cert)
+            # per cell s_k + sign * t_k (zeros for a certificate's first unit), in one call
+            # per test (PlugInTest.bound_add)
             if sums is None:
-                sums = self.sums[cert] = [[0.0] * len(t) for t in terms]
-            for s, t in zip(sums, terms, strict=True):
-                for k, v in enumerate(t):
-                    s[k] += sign * v
+                self.sums[cert] = [t.bound_add(None, sign, human, judge, mean,
+                                               None if r is None else r[i])
+                                   for i, t in enumerate(tests)]
+            else:
+                for i, (s, t) in enumerate(zip(sums, tests, strict=True)):
+                    sums[i] = t.bound_add(s, sign, human, judge, mean,
+                                          None if r is None else r[i])
 
     def resolve(self, pos: int, human: float | None, judge: float, block_sum: float,
                 block_count: int, rhos: Rhos, groups: dict[str, CertificateGroup],

@@ -61,12 +61,12 @@ class Evictable(Protocol):
 
 def waiting(join: JoinWindow) -> int:
     """Pending units plus orphan labels of one suite."""
-    return len(join.pending) + len(join.orphans)
+    return join.sizes()[0]
 
 
 def dedupe(join: JoinWindow) -> int:
     """Remembered event ids plus rounded / missing units of one suite."""
-    return len(join.ids) + len(join.rounded)
+    return join.sizes()[1]
 
 
 class JoinBudget:
@@ -105,7 +105,7 @@ class JoinBudget:
     @staticmethod
     def sizes(join: JoinWindow) -> tuple[int, int]:
         """Return the ``(waiting, dedupe)`` entries of one suite's join."""
-        return waiting(join), dedupe(join)
+        return join.sizes()
 
     def load_evictions(self, counts: Mapping[str, Any]) -> None:
         """Set :attr:`evictions` from a snapshot's counters (a missing kind is 0)."""
@@ -128,8 +128,9 @@ class JoinBudget:
         ``before`` is ``(waiting(join), dedupe(join))`` taken before the event; evicted
         suites are added to ``changed``; alerts of applied missing rounds go to ``alerts``.
         """
-        self.waiting += waiting(join) - before[0]
-        self.dedupe += dedupe(join) - before[1]
+        w, d = join.sizes()
+        self.waiting += w - before[0]
+        self.dedupe += d - before[1]
         if self.waiting > self.max_waiting:
             self._evict(suites, alerts, changed, True)
         if self.dedupe > self.max_dedupe:

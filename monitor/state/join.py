@@ -272,6 +272,15 @@ class JoinWindow:
         self.rounded.put(key, self.tick, "missing")
 
     # ------------------------------------------------------------------ engine budget
+    def sizes(self) -> tuple[int, int]:
+        """Return ``(pending units + orphan labels, event ids + rounded units)``.
+
+        The two totals the engine's memory budget bounds (:mod:`monitor.state.budget`), read
+        on every event: four ``len`` of the underlying maps, no Python call per map.
+        """
+        return (len(self._pending_d) + len(self._orphans_d),
+                len(self._ids_d) + len(self._rounded_d))
+
     def pop_oldest_waiting(self) -> tuple[str, str, Any]:
         """Remove the oldest pending unit or orphan label (the engine's budget, module doc).
 

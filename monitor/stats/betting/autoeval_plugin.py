@@ -125,6 +125,15 @@ class PlugInTest(OneSidedBase):
         return self._pl.bound_terms(human, 0.0 if block_mean is None else block_mean - judge,
                                     rho)
 
+    def bound_add(self, s: list[float] | None, sign: float, human: float | None, judge: float,
+                  block_mean: float | None, rho: float | None = None) -> list[float]:
+        """Return ``s + sign * bound_terms(...)`` per cell (``s`` None: zeros).
+
+        See :meth:`PlugInEProcess.bound_add`.
+        """
+        return self._pl.bound_add(s, sign, human,
+                                  0.0 if block_mean is None else block_mean - judge, rho)
+
     def claim(self, terms: Sequence[float]) -> None:
         """Record the wealth the cells would have after rounds bounded by ``terms``.
 

@@ -1,8 +1,9 @@
 /*
  * monitor.stats.betting.ckernel: the per-round arithmetic of PlugInEProcess, compiled.
  *
- * The same operations as the pure-Python reference in monitor/stats/betting/plugin_round.py
- * (step_py and reliance_py), in the same order, through the C library's log (which
+ * The same operations as the pure-Python references in monitor/stats/betting/plugin_round.py
+ * (step_py and reliance_py) and plugin_bounds.py (worst_log_factors_py, the bound of a round
+ * not applied yet), in the same order, through the C library's log (which
  * Python's math.log calls), so every value is bit-identical to the
  * Python path (tests/stats/betting/test_ckernel.py compares them). Built without
  * floating-point contraction or fast-math (setup.py). Optional: when it is not built, the
@@ -212,6 +213,149 @@ static PyObject *reliance(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return PyFloat_FromDouble(best_r);
 }
 
+/* The shared part of worst_log_factors and add_worst_log_factors: args[0..6] are (alpha, side,
+ * lam, c, human, rho, shift); returns a new list of n floats, s_k + sign * w_k when s is a list
+ * (of n floats) or w_k alone when s is NULL, w_k the log of cell k's smallest factor. */
+static PyObject *worst_core(PyObject *const *args, PyObject *s, double sign) {
+    double alpha, c, shift, h = 0.0, rho = 0.0;
+    if (as_double(args[0], &alpha) < 0 || as_double(args[3], &c) < 0
+        || as_double(args[6], &shift) < 0)
+        return NULL;
+    if (!PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "side must be a str");
+        return NULL;
+    }
+    int certify = PyUnicode_CompareWithASCIIString(args[1], "certify") == 0;
+    if (PyErr_Occurred()) return NULL;
+    double sgn = certify ? 1.0 : -1.0;
+    double off = certify ? 1.0 - alpha : alpha;
+    if (args[4] == Py_None) h = certify ? 1.0 : 0.0;
+    else if (as_double(args[4], &h) < 0) return NULL;
+    int known_rho = args[5] != Py_None;
+    if (known_rho && as_double(args[5], &rho) < 0) return NULL;
+    PyObject *lam = PySequence_Fast(args[2], "lam must be a sequence");
+    if (lam == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(lam);
+    PyObject **items = PySequence_Fast_ITEMS(lam);
+    if (s != NULL && PyList_GET_SIZE(s) != n) {
+        Py_DECREF(lam);
+        PyErr_SetString(PyExc_ValueError, "sums and lam differ in length");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(lam);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double lk;
+        if (as_double(items[k], &lk) < 0) goto fail;
+        double rhos[3];
+        int nr;
+        if (known_rho) {
+            rhos[0] = rho;
+            nr = 1;
+        } else {
+            if (lk == 0.0) {
+                PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+                goto fail;
+            }
+            double star = c / lk - off;  /* where this cell's bet starts being clipped */
+            rhos[0] = 0.0;
+            rhos[1] = 1.0;
+            rhos[2] = star;
+            nr = (0.0 < star && star < 1.0) ? 3 : 2;
+        }
+        double worst = INFINITY;
+        for (int i = 0; i < nr; i++) {
+            double r = rhos[i];
+            double den = off + r;
+            if (den == 0.0) {
+                PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+                goto fail;
+            }
+            double cap = c / den;
+            double bet = lk < cap ? lk : cap;
+            double f = 1.0 + bet * sgn * (alpha - (h + r * shift));
+            if (f < worst) worst = f;
+        }
+        double lw;
+        if (py_log(worst, &lw) < 0) goto fail;
+        if (s != NULL) {
+            double a;
+            if (as_double(PyList_GET_ITEM(s, k), &a) < 0) goto fail;
+            lw = a + sign * lw;
+        }
+        PyObject *fo = PyFloat_FromDouble(lw);
+        if (fo == NULL) goto fail;
+        PyList_SET_ITEM(out, k, fo);
+    }
+    Py_DECREF(lam);
+    return out;
+fail:
+    Py_DECREF(lam);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/*
+ * worst_log_factors(alpha, side, lam, c, human, rho, shift) -> list
+ *
+ * plugin_bounds.py's worst_log_factors_py: per cell k, the log of the smallest factor
+ * 1 + bet * sgn * (alpha - (h + r * shift)) over the unknown label (h: 1 certify, 0 violate,
+ * when human is None) and the unknown reliance (r in 0, 1 and the clipping point
+ * c / lam_k - off when rho is None), bet = min(lam_k, c / (off + r)). side: "certify" or
+ * anything else (violate); lam: a list or tuple of floats; human, rho: a float or None.
+ */
+static PyObject *worst_log_factors(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "worst_log_factors takes 7 arguments");
+        return NULL;
+    }
+    return worst_core(args, NULL, 0.0);
+}
+
+/*
+ * add_worst_log_factors(s, sign, alpha, side, lam, c, human, rho, shift) -> list
+ *
+ * plugin_bounds.py's add_worst_log_factors_py: the new list s_k + sign * w_k, w the
+ * worst_log_factors of the other arguments; s: a list of floats, or None for zeros (0.0 + ...).
+ */
+static PyObject *add_worst_log_factors(PyObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "add_worst_log_factors takes 9 arguments");
+        return NULL;
+    }
+    double sign;
+    if (as_double(args[1], &sign) < 0) return NULL;
+    PyObject *s = args[0];
+    if (s == Py_None) {
+        /* zeros: 0.0 + sign * w_k, as the Python twin */
+        PyObject *w = worst_core(args + 2, NULL, 0.0);
+        if (w == NULL) return NULL;
+        Py_ssize_t n = PyList_GET_SIZE(w);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *old = PyList_GET_ITEM(w, k);
+            PyObject *f = PyFloat_FromDouble(0.0 + sign * PyFloat_AS_DOUBLE(old));
+            if (f == NULL) {
+                Py_DECREF(w);
+                return NULL;
+            }
+            PyList_SET_ITEM(w, k, f);
+            Py_DECREF(old);
+        }
+        return w;
+    }
+    if (!PyList_CheckExact(s)) {
+        PyErr_SetString(PyExc_TypeError, "s must be a list or None");
+        return NULL;
+    }
+    return worst_core(args + 2, s, sign);
+}
+
 static PyMethodDef methods[] = {
     {"step", (PyCFunction)(void (*)(void))step, METH_FASTCALL,
      "step(u, bets, x, ref) -> (list, float, float)\n\nOne round of the cells: cells, ref, "
@@ -220,6 +364,13 @@ static PyMethodDef methods[] = {
      "reliance(sums, human, shift, t, alpha, c, certify, rhos[, judge_prior]) -> float\n\nAdd "
      "the round to "
      "the sums; the plug-in reliance of the next round."},
+    {"worst_log_factors", (PyCFunction)(void (*)(void))worst_log_factors, METH_FASTCALL,
+     "worst_log_factors(alpha, side, lam, c, human, rho, shift) -> list\n\nLog of each "
+     "cell's smallest factor over the unknown label and/or reliance."},
+    {"add_worst_log_factors", (PyCFunction)(void (*)(void))add_worst_log_factors,
+     METH_FASTCALL,
+     "add_worst_log_factors(s, sign, alpha, side, lam, c, human, rho, shift) -> list\n\n"
+     "s_k + sign * worst_log_factors(...)_k (s None: zeros)."},
     {NULL, NULL, 0, NULL},
 };
 

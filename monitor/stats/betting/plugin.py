@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.stats.betting.bets import BetConfig, Side
-from monitor.stats.betting.plugin_bounds import worst_log_factors
+from monitor.stats.betting.plugin_bounds import add_worst_log_factors, worst_log_factors
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
 
 __all__ = ["PlugInEProcess", "bet_grid", "own_cells", "plugin_rho"]
@@ -369,6 +369,26 @@ class PlugInEProcess:
         if rho is None and not self._plug:
             rho = self._rhos[0]
         return worst_log_factors(self._alpha, self._side, self._lam, self._c, human, rho, shift)
+
+    def bound_add(self, s: list[float] | None, sign: float, human: float | None, shift: float,
+                  rho: float | None = None) -> list[float]:
+        """Return ``s + sign * bound_terms(human, shift, rho)`` per cell (``s`` None: zeros).
+
+        The running sum of the bounds of waiting rounds gains (``sign`` 1.0) or loses (-1.0)
+        one round's terms in one call; the same floats as adding :meth:`bound_terms` cell by
+        cell (:func:`~monitor.stats.betting.plugin_bounds.add_worst_log_factors`).
+
+        Examples
+        --------
+        >>> ep = PlugInEProcess(0.3, 0.1, "certify", [0.0, 1.0], BetConfig())
+        >>> t = ep.bound_terms(None, 0.1)
+        >>> ep.bound_add([1.0] * len(t), -1.0, None, 0.1) == [1.0 - v for v in t]
+        True
+        """
+        if rho is None and not self._plug:
+            rho = self._rhos[0]
+        return add_worst_log_factors(s, sign, self._alpha, self._side, self._lam, self._c, human,
+                                     rho, shift)
 
     def log_wealth_with(self, terms: Sequence[float], floor: float = -math.inf) -> float:
         """Log wealth of the mixture if each cell ``k`` also took the log factor ``terms[k]``.

@@ -36,7 +36,8 @@ from collections.abc import Sequence
 
 from monitor.stats.betting.bets import Side
 
-__all__ = ["worst_human", "worst_log_factors"]
+__all__ = ["add_worst_log_factors", "add_worst_log_factors_py", "worst_human", "worst_log_factors",
+           "worst_log_factors_py"]
 
 
 def worst_human(side: Side) -> float:
@@ -50,9 +51,13 @@ def worst_human(side: Side) -> float:
     return 1.0 if side == "certify" else 0.0
 
 
-def worst_log_factors(alpha: float, side: Side, lam: Sequence[float], c: float,
-                      human: float | None, rho: float | None, shift: float) -> list[float]:
+def worst_log_factors_py(alpha: float, side: Side, lam: Sequence[float], c: float,
+                         human: float | None, rho: float | None, shift: float) -> list[float]:
     """Log of each cell's smallest factor over the unknown label and/or reliance.
+
+    The Python reference of :func:`worst_log_factors` (the compiled ``ckernel`` function when
+    it was built, else this one; both give the same bits: ``tests/stats/betting/
+    test_ckernel.py``).
 
     Parameters
     ----------
@@ -100,3 +105,38 @@ def worst_log_factors(alpha: float, side: Side, lam: Sequence[float], c: float,
                 worst = f
         out.append(log(worst))
     return out
+
+
+
+def add_worst_log_factors_py(s: list[float] | None, sign: float, alpha: float, side: Side,
+                             lam: Sequence[float], c: float, human: float | None,
+                             rho: float | None, shift: float) -> list[float]:
+    """Return ``s_k + sign * w_k`` per cell, ``w`` the :func:`worst_log_factors_py` of the rest.
+
+    ``s`` None stands for zeros (``0.0 + sign * w_k``). A running sum of bounds gains or loses
+    one round's terms in one call (:mod:`monitor.state.audit_order`). The Python reference of
+    :func:`add_worst_log_factors` (compiled when built; the same bits).
+
+    Examples
+    --------
+    >>> w = worst_log_factors_py(0.1, "certify", [0.5, 1.0], 0.95, None, None, 0.0)
+    >>> add_worst_log_factors_py(None, 1.0, 0.1, "certify", [0.5, 1.0], 0.95, None, None,
+    ...                          0.0) == [0.0 + v for v in w]
+    True
+    >>> add_worst_log_factors_py([1.0, 2.0], -1.0, 0.1, "certify", [0.5, 1.0], 0.95, None,
+    ...                          None, 0.0) == [1.0 - w[0], 2.0 - w[1]]
+    True
+    """
+    if s is not None and len(s) != len(lam):
+        raise ValueError("sums and lam differ in length")
+    w = worst_log_factors_py(alpha, side, lam, c, human, rho, shift)
+    if s is None:
+        return [0.0 + sign * v for v in w]
+    return [a + sign * v for a, v in zip(s, w, strict=True)]
+
+
+try:  # the compiled bounds (setup.py builds them when a C compiler is present): same bits
+    from monitor.stats.betting.ckernel import add_worst_log_factors, worst_log_factors
+except ImportError:  # pragma: no cover - depends on the install
+    worst_log_factors = worst_log_factors_py
+    add_worst_log_factors = add_worst_log_factors_py

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting import plugin as plugin_mod
-from monitor.stats.betting import plugin_round
+from monitor.stats.betting import plugin_bounds, plugin_round
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
+from monitor.stats.betting.plugin_bounds import add_worst_log_factors_py, worst_log_factors_py
 from monitor.stats.betting.plugin_round import reliance_py, step_py
 from tests.ckernels import load
 
@@ -108,6 +109,51 @@ def test_processes_match_python_over_streams(ck: ModuleType,
     monkeypatch.setattr(plugin_mod, "step", step_py)  # the names PlugInEProcess calls
     monkeypatch.setattr(plugin_mod, "reliance", reliance_py)
     assert json.dumps(run()) == json.dumps(compiled)
+
+
+def test_worst_log_factors_matches_python(ck: ModuleType) -> None:
+    rng = random.Random(13)
+    clipped = unknown = 0
+    assert plugin_bounds.worst_log_factors is ck.worst_log_factors
+    for case in range(20000):
+        alpha = rng.choice([0.05, 0.1, rng.uniform(0.01, 0.99)])
+        side = rng.choice(["certify", "violate"])
+        c = rng.choice([0.5, 0.95, rng.random()])
+        n = rng.randint(0, 40)
+        lam = [rng.choice([rng.uniform(0.01, 30.0), rng.uniform(0.01, 2.0), 1, 2.5])
+               for _ in range(n)]
+        if rng.random() < 0.5:
+            lam = tuple(lam)
+        human = rng.choice([None, 0.0, 1.0, 0, 1, rng.random()])
+        rho = rng.choice([None, None, 0.0, 1.0, rng.random()])
+        shift = rng.choice([0.0, -0.0, rng.uniform(-1, 1), np.float64(rng.uniform(-1, 1))])
+        a = ck.worst_log_factors(alpha, side, lam, c, human, rho, shift)
+        b = worst_log_factors_py(alpha, side, lam, c, human, rho, shift)
+        assert _hex(a) == _hex(b), case
+        s = rng.choice([None, [rng.uniform(-50, 50) for _ in range(n)], [0.0] * n])
+        sign = rng.choice([1.0, -1.0])
+        a = ck.add_worst_log_factors(s, sign, alpha, side, lam, c, human, rho, shift)
+        b = add_worst_log_factors_py(s, sign, alpha, side, lam, c, human, rho, shift)
+        assert _hex(a) == _hex(b), case
+        unknown += rho is None and n > 0
+        off = 1.0 - alpha if side == "certify" else alpha
+        clipped += rho is None and any(0.0 < c / lk - off < 1.0 for lk in lam)
+    assert unknown > 1000 and clipped > 1000  # the unknown-reliance and clipping paths ran
+    for args in ((0.1, "certify", [0.0], 0.5, None, None, 0.0),   # c / 0: as Python
+                 (0.0, "violate", [1.0], 0.5, None, 0.0, 0.0)):   # c / (off + 0)
+        with pytest.raises(ZeroDivisionError):
+            ck.worst_log_factors(*args)
+        with pytest.raises(ZeroDivisionError):
+            worst_log_factors_py(*args)
+    with pytest.raises(ValueError, match="math domain"):  # c > 1, a factor <= 0: log refuses
+        ck.worst_log_factors(0.1, "certify", [5.0], 2.0, 1.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="math domain"):
+        worst_log_factors_py(0.1, "certify", [5.0], 2.0, 1.0, 0.0, 0.0)
+    with pytest.raises(TypeError):
+        ck.worst_log_factors(0.1, "certify", ["x"], 0.95, None, None, 0.0)
+    for fn in (ck.add_worst_log_factors, add_worst_log_factors_py):
+        with pytest.raises(ValueError, match="differ in length"):
+            fn([0.0], 1.0, 0.1, "certify", [0.5, 1.0], 0.95, None, None, 0.0)
 
 
 def test_float_subclasses_and_small_ints_like_python(ck: ModuleType) -> None:
