@@ -244,11 +244,20 @@ class SuiteState:
             self.book.after_round(model, ts, alerts)
         strata = model.strata
         if tag is not None and strata is not None:
-            self._stratified_label(model, strata, tag[0], human, unit.judge, ts, alerts)
+            self._stratified_label(model, strata, tag, human, unit.judge, ts, alerts)
 
-    def _stratified_label(self, model: ModelState, strata: StrataState, k: Any, human: float,
-                          judge: float, ts: float, alerts: list[Alert]) -> None:
-        if strata.label(None if k is None else int(k), human, judge):
+    def _stratified_label(self, model: ModelState, strata: StrataState, tag: list[Any],
+                          human: float | None, judge: float, ts: float,
+                          alerts: list[Alert]) -> None:
+        """Resolve a stratified audit (``human`` None: missing), in its stratum's audit order."""
+        k = tag[0]
+        if k is None:
+            return  # a warm-up unit: no stratum
+        if len(tag) > 2:
+            reached = strata.resolve(int(k), int(tag[2]), human, judge)
+        else:  # a unit of a snapshot written before stratified labels were ordered
+            reached = human is not None and strata.label(int(k), human, judge)
+        if reached:
             alerts.append(make_alert("precision_reached", self.name, model.name,
                                      strata.spec.certificate, "cereval", strata.cert.n_labels,
                                      ts, strata.evidence()))
@@ -298,6 +307,8 @@ class SuiteState:
         m = self.models[unit.model]
         m.pending_units -= 1
         m.counts["expired_pending"] += 1
+        if unit.tag is not None and m.strata is not None:  # missing for the strata too
+            self._stratified_label(m, m.strata, unit.tag, None, unit.judge, ts, alerts)
         if unit.position >= 0:
             self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
