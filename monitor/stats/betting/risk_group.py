@@ -276,8 +276,8 @@ class CertificateGroup:
         ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`). The default
         confidence sequences (``cs_kind = "bernstein"``) take the round with the label 1 on
         the side giving the upper bound and 0 on the one giving the lower bound
-        (:meth:`BernsteinSequences.penalize`, counted in their rounds); the ``"grid"``
-        sequences and the judge bias are not fed.
+        (:meth:`BernsteinSequences.penalize`, counted in their rounds), and so do the
+        ``"grid"`` sequences (:meth:`SharedGridWealth.penalize`); the judge bias is not fed.
         """
         if rhos is None:
             for t in self._plugin_tests:
@@ -285,7 +285,7 @@ class CertificateGroup:
         else:
             for t, r in zip(self._plugin_tests, rhos, strict=True):
                 t.penalize(judge_loss, block_mean, r)
-        if isinstance(self._grid, BernsteinSequences):
+        if self._grid is not None:
             self._grid.penalize(float(judge_loss),
                                 None if block_mean is None else float(block_mean))
 
