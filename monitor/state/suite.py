@@ -270,8 +270,9 @@ class SuiteState:
         if taken:
             order.settle(model.groups, taken)
             for human, judge, bsum, bcount, _, rhos in taken:
-                if human is None:
+                if human is None:  # (a worst-case round can still move a claim or alarm)
                     model.missing_round(judge, (bsum, bcount), rhos)
+                    self.book.after_round(model, ts, alerts)
                 else:
                     model.round(human, judge, (bsum, bcount), rhos, learned=True)
                     self.book.after_round(model, ts, alerts)
