@@ -6,8 +6,9 @@ disagrees with the judge goes missing for good with probability 0.8 (escalated, 
 labelled). Skipping the missing units, as before, made the labelled rounds look like a judge
 that suddenly agrees with the humans: a false ``judge_drift`` (disagreement down) in 42 of
 100 streams within 2000 rounds (the ``failures`` case, 80% of failing labels missing, shifts
-the bias too little to alarm within 2000 rounds either way: 0 of 100 before and after). Each one-sided view now takes a missing label at the value least favourable to
-its own alarm, and the false alarms stay within the configured budget (Clopper-Pearson, 99%).
+the bias too little to alarm within 2000 rounds either way: 0 of 100 before and after).
+Each one-sided view now takes a missing label at the value least favourable to its own
+alarm, and the false alarms stay within the configured budget (Clopper-Pearson, 99%).
 """
 
 from __future__ import annotations

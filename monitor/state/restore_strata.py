@@ -144,7 +144,8 @@ def _order(spec: StrataSpec, exp: dict[str, Any], d: dict[str, Any], audits: lis
         return
     _same(exp["cert"], hi["cert"], ("kind", "n_strata", "delta", "log_factor", "weights"),
           f"{where} upper certificate")
-    _same(exp["ppi"], hi["ppi"], ("kind", "n_strata", "alpha", "weights"), f"{where} upper StratPPI")
+    _same(exp["ppi"], hi["ppi"], ("kind", "n_strata", "alpha", "weights"),
+          f"{where} upper StratPPI")
     c, p = hi["cert"], hi["ppi"]
     if (c["n"] != d["cert"]["n"] or c["traffic"] != d["cert"]["traffic"]
             or p["n"] != d["ppi"]["n"] or p["N"] != d["ppi"]["N"]):

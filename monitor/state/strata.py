@@ -71,11 +71,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor.state.strata_order import StrataOrder
 from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
 from monitor.stats.cereval.partition import OTHER, JudgeLossBins, LabelStrata
 from monitor.stats.stratppi.allocation import audit_rates
 from monitor.stats.stratppi.estimator import StratifiedPPIMean
-from monitor.state.strata_order import StrataOrder
 
 if TYPE_CHECKING:
     from collections.abc import Callable

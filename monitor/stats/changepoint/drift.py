@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from monitor.stats.changepoint.detector import (
     FloatArray,
