@@ -8,6 +8,7 @@ must be refused by ``Engine.restore`` with a message naming the field.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -155,3 +156,56 @@ def test_strata_state_in_a_suite_without_strata(
     with pytest.raises(CheckpointError, match="strata state, but the suite has no strata"):
         _restore(cfg, eng.snapshot(), lambda d: d["suites"][0]["models"][0].update(
             strata=stolen))
+
+
+@pytest.fixture(scope="module")
+def waiting() -> tuple[CertmonConfig, dict[str, Any]]:
+    """Stratified labels that wait for an earlier one (audit order) and labels gone missing."""
+    from monitor.config import parse_config
+    from tests.test_strata_label_delay import CONFIG as DELAY_CONFIG
+
+    cfg = parse_config(DELAY_CONFIG.format(ttl=50.0, delta=0.05))
+    eng = Engine(cfg)
+    audited: list[tuple[int, float]] = []
+    for i in range(600):
+        res = eng.process(json.dumps({
+            "type": "judge", "event_id": f"j{i}", "suite": "s", "model": "m",
+            "example_id": f"x{i}", "loss": float(i % 7 == 0), "ts": float(i),
+            "stratum": "ab"[i % 2]}).encode())
+        if res.requests:
+            audited.append((i, float(i % 7 == 0)))
+    # answer every other label in reverse order; the others never come (missing after 50 s)
+    for i, loss in reversed(audited[::2]):
+        eng.process(json.dumps({"type": "label", "event_id": f"l{i}", "suite": "s",
+                                "model": "m", "example_id": f"x{i}", "loss": loss,
+                                "ts": 600.0}).encode())
+    snap = eng.snapshot()
+    st = strata(snap)
+    assert st["hi"] is not None and sum(st["missing"]) > 0
+    assert any(ready for _, _, ready in st["order"])  # labels waiting for an earlier one
+    return cfg, snap
+
+
+WAITING_FORGERIES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "upper side removed": (lambda d: strata(d).update(hi=None), "upper side"),
+    "positions beyond the audits": (lambda d: strata(d)["order"][0].__setitem__(0, 10**6),
+                                    "audit order"),
+    "missing beyond the expired": (_bump("", "missing", 0, 10**4), "missing"),
+    "waiting loss out of range": (lambda d: strata(d)["order"][0][2][0].__setitem__(1, 7.0),
+                                  "loss 7.0"),
+    "upper counts differ": (lambda d: strata(d)["hi"]["cert"]["n"].__setitem__(0, 0),
+                            "upper side's counts"),
+}
+
+
+def test_waiting_snapshot_restores(waiting: tuple[CertmonConfig, dict[str, Any]]) -> None:
+    cfg, snap = waiting
+    assert _restore(cfg, snap, lambda d: None).snapshot()["suites"] == snap["suites"]
+
+
+@pytest.mark.parametrize("name", sorted(WAITING_FORGERIES))
+def test_forged_audit_order_is_refused(name: str,
+                                       waiting: tuple[CertmonConfig, dict[str, Any]]) -> None:
+    edit, message = WAITING_FORGERIES[name]
+    with pytest.raises(CheckpointError, match=f"checkpoint refused: .*strata.*{message}"):
+        _restore(*waiting, edit)

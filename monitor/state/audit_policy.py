@@ -88,13 +88,17 @@ class AuditPolicy:
         """Return ``(sample, tag)`` for a judge event of a model with these ``strata``.
 
         ``sample`` is ``"uniform"`` (a betting round), ``"top_up"`` (a stratified label only)
-        or None (not audited); ``tag`` is the stratified audit's ``[stratum index, sample]``
+        or None (not audited); ``tag`` is the stratified audit's ``[stratum index, sample,
+        stratum position]`` (:mod:`monitor.state.strata_order`; ``[None, sample]`` in a warm-up)
         (None without strata).
         """
         if strata is not None:
             u = 1.0 if ev.audit is not None else self.uniform(ev.model, ev.example_id)
             k, sample = strata.judge(ev.stratum, ev.loss, ev.audit, u)
-            return sample, (None if sample is None else [k, sample])
+            if sample is None:
+                return None, None
+            # a stratified audit's place in its stratum's audit order (none in a warm-up)
+            return sample, ([k, sample] if k is None else [k, sample, strata.position(k)])
         if ev.audit is not None:
             return (UNIFORM if ev.audit else None), None
         rate = self._rate

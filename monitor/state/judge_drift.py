@@ -14,7 +14,11 @@ False alarms. With the judge and the humans unchanged (``E[d | past]`` constant)
 raises a false alarm within ``T`` rounds after its warm-up with probability at most
 ``delta_ref + T / A`` (band miss-probability plus Ville's bound); the two share the configured
 budget ``p`` over ``horizon`` (``delta_ref = p / 4`` and ``A = horizon / (p / 4)`` each, so
-``p`` in total at ``T = horizon``). Validity of the certificates never depends on this detector:
+``p`` in total at ``T = horizon``). A label missing for good (:meth:`update_missing`) enters
+each one-sided view, and each end of the band, at the value least favourable to it, so each
+view's observation is at most the one its real label would have given and the band at least
+as wide: the bound holds whatever made labels go missing (each view's e-SR statistic is
+monotone in its observations). Validity of the certificates never depends on this detector:
 with contemporaneous blocks the PPI observation is unbiased under any judge drift; the alarm only
 tells the operator and lets the reliance on the judge be re-learned (power).
 
@@ -71,6 +75,17 @@ class JudgeDrift:
         d = human - judge
         self.bias.update(d)
         self.disagreement.update(abs(d))
+
+    def update_missing(self, judge: float) -> None:
+        """Feed an audited unit whose label is missing for good (judge loss ``judge``).
+
+        Each side takes the label least favourable to its own alarm: on the bias ``d = l - f``
+        the up view (and the band's lower end) ``l = 0``, the down view (and the band's upper
+        end) ``l = 1``; on ``|d|`` the up view ``l = f`` (``|d| = 0``) and the down view the
+        farther end (``|d| = max(f, 1 - f)``).
+        """
+        self.bias.update_missing(-judge, 1.0 - judge)
+        self.disagreement.update_missing(0.0, max(judge, 1.0 - judge))
 
     def alarm(self) -> dict[str, Any] | None:
         """Evidence of a drift detected by either detector, else None."""

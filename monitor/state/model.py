@@ -256,8 +256,9 @@ class ModelState:
         Each certificate's tests take the label least favourable to their claim
         (:meth:`CertificateGroup.penalize`), its change detectors the label least favourable
         to an alarm (:meth:`CertificateEpochs.update_missing`), the default confidence
-        sequences the label least favourable to each bound; the judge-drift detectors and
-        judge bias do not see the unit. Not a round
+        sequences the label least favourable to each bound, the judge-drift detectors the
+        label least favourable to each direction of an alarm; the judge bias does not see the
+        unit. Not a round
         (``counts["rounds"]`` is unchanged).
         """
         mean = block[0] / block[1] if block is not None and block[1] else None
@@ -265,6 +266,8 @@ class ModelState:
             group.penalize(judge, mean, None if rhos is None else rhos.get(cert))
         for ep in self.epochs.values():
             ep.update_missing(judge, mean)
+        if self.judge is not None:
+            self.judge.update_missing(judge)
 
     @property
     def judge_bias(self) -> float | None:

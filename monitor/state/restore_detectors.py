@@ -199,7 +199,7 @@ def check_detector_dicts(config: SuiteConfig, md: dict[str, Any], rounds: int,
     """
     try:
         _epochs(config, md, rounds, where, missing)
-        _judge(config, md, rounds, where)
+        _judge(config, md, rounds + missing, where)  # (a missing label feeds them)
     except (KeyError, TypeError, AttributeError) as exc:
         raise RefusedState(f"{where}: malformed detector state ({exc!r})") from None
 

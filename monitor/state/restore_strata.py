@@ -12,6 +12,9 @@ is used, :func:`check_suite_strata` refuses, with a
   a warm-up buffer longer than the warm-up, bin edges that are not sorted in ``[0, 1]``;
 - audit rates outside ``[0, 1]`` or below the uniform rate, a target stratum that does not
   exist, non-finite or out-of-range moments, negative or non-integer counts;
+- an audit order (per-stratum positions, waiting labels) that is malformed or has more
+  positions than audits, more missing labels than expired units, an upper side (missing labels
+  at 1) without missing labels or with counts other than the lower side's;
 - counts that do not add up: per stratum, traffic = audited + unaudited units, labels <=
   audited units, the Cer-Eval and StratPPI label counts equal; over the model, traffic and
   labels within the model's judge events and labels, a precision reached with more labels
@@ -50,6 +53,7 @@ from typing import Any
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.state.restore_checks import MAX_COUNT, RefusedState
 from monitor.state.strata import StrataSpec, StrataState
+from monitor.state.strata_order import StrataOrder
 
 __all__ = ["check_strata_dict", "check_suite_strata"]
 
@@ -116,6 +120,47 @@ def _partition(spec: StrataSpec, exp: dict[str, Any], d: dict[str, Any], where: 
                                    "values (and the warm-up buffer empty)")
 
 
+def _order(spec: StrataSpec, exp: dict[str, Any], d: dict[str, Any], audits: list[int],
+           labels: list[int], counts: dict[str, Any], where: str) -> None:
+    """Check the per-stratum audit order, the missing counts and the upper side's estimates."""
+    if "order" not in d:  # a snapshot written before stratified labels were ordered
+        return
+    k = spec.count
+    try:
+        order = StrataOrder.from_list(d["order"], k)
+    except (ValueError, TypeError) as exc:
+        raise RefusedState(f"{where}: {exc}") from None
+    missing = _ints(d["missing"], k, f"{where} missing labels")
+    if (any(n > a for n, a in zip(order.next, audits, strict=True))
+            or any(m > n for m, n in zip(missing, labels, strict=True))
+            or sum(missing) > counts.get("expired_pending", 0)):
+        raise RefusedState(f"{where}: audit order or missing labels do not add up (positions "
+                           f"{order.next}, audits {audits}, missing {missing})")
+    hi = d["hi"]
+    if (hi is None) != (sum(missing) == 0):
+        raise RefusedState(f"{where}: the upper side's estimates must exist iff a label is "
+                           "missing")
+    if hi is None:
+        return
+    _same(exp["cert"], hi["cert"], ("kind", "n_strata", "delta", "log_factor", "weights"),
+          f"{where} upper certificate")
+    _same(exp["ppi"], hi["ppi"], ("kind", "n_strata", "alpha", "weights"),
+          f"{where} upper StratPPI")
+    c, p = hi["cert"], hi["ppi"]
+    if (c["n"] != d["cert"]["n"] or c["traffic"] != d["cert"]["traffic"]
+            or p["n"] != d["ppi"]["n"] or p["N"] != d["ppi"]["N"]):
+        raise RefusedState(f"{where}: the upper side's counts differ from the lower side's")
+    _floats(c["mean"], k, 0.0, 1.0, f"{where} upper means")
+    m2 = _floats(c["m2"], k, 0.0, math.inf, f"{where} upper m2")
+    if any(m2[j] > labels[j] / 4.0 + _TOL for j in range(k)):
+        raise RefusedState(f"{where}: upper m2 above its largest value")
+    for name in ("my", "mf", "mfu"):
+        _floats(p[name], k, 0.0, 1.0, f"{where} upper StratPPI {name}")
+    for name in ("m2y", "m2f", "m2fu", "cyf"):
+        _floats(p[name], k, -math.inf if name == "cyf" else 0.0, math.inf,
+                f"{where} upper StratPPI {name}")
+
+
 def check_strata_dict(spec: StrataSpec, d: Any, counts: dict[str, Any], where: str) -> None:
     """Check one model's raw ``strata`` state against ``spec`` and the model's ``counts``.
 
@@ -166,9 +211,11 @@ def check_strata_dict(spec: StrataSpec, d: Any, counts: dict[str, Any], where: s
         if since >= spec.refresh_every:
             raise RefusedState(f"{where}: refresh counter {since} >= {spec.refresh_every}")
         warm = _ints([d["warmup_units"]], 1, f"{where} warm-up units")[0]
-        if sum(traffic) + warm > counts["judge"] or sum(labels) > counts["labels"]:
+        if (sum(traffic) + warm > counts["judge"]
+                or sum(labels) > counts["labels"] + counts.get("expired_pending", 0)):
             raise RefusedState(f"{where}: more traffic or labels than the model's "
                                f"{counts['judge']} judge events and {counts['labels']} labels")
+        _order(spec, exp, d, audits, labels, counts, where)
         reached = d["reached_at"]
         if reached is not None and (spec.precision is None or _ints(
                 [reached], 1, f"{where} precision round")[0] > sum(labels) or reached < 1):

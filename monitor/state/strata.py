@@ -36,9 +36,17 @@ any warm-up), ``sum_k p_k R_k`` with ``p_k`` the observed traffic shares, whatev
 unit whatever its stratum and losses, and joins the synthetic block with probability
 ``1 - m(t)``, again the same for every unit; so rounds and blocks are uniform samples of the
 traffic, exactly the R-AutoEval+ assumptions (stationary traffic). Feeding the top-up units to the
-betting certificates would break this: they over-represent high-rate strata. Both arguments assume
-that whether and when a requested label arrives does not depend on its loss, like the
-unstratified engine does.
+betting certificates would break this: they over-represent high-rate strata.
+(3) Late and missing labels: each stratified audit gets its stratum position when judged
+(:mod:`monitor.state.strata_order`), and labels are applied to the stratified estimates in that
+order, so the estimates (and the audit rates and target stratum steered from them) only ever see
+a prefix of the stratum's audit-ordered labels, whatever the delays. A label missing for good
+enters the lower side (``cert``, ``ppi``) as 0 and the upper side (``cert_hi``, ``ppi_hi``, made
+at the first missing label) as 1: when units' labels and their missingness are produced
+independently across units (each may depend on its own loss), each side's sequence is i.i.d.
+within a stratum with mean below (lower side) or above (upper side) the stratum's risk, so the
+lower side's lower bound and the upper side's upper bound keep their guarantee (eight one-sided
+events per stratum, ``0.82 delta`` at ``c = 16``). See ``docs/guarantees.md``.
 
 Examples
 --------
@@ -63,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor.state.strata_order import StrataOrder
 from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
 from monitor.stats.cereval.partition import OTHER, JudgeLossBins, LabelStrata
 from monitor.stats.stratppi.allocation import audit_rates
@@ -164,6 +173,12 @@ class StrataState:
         self.audits = [0] * k
         self.warmup_units = 0
         self.reached_at: int | None = None
+        self.order = StrataOrder(k)
+        # with a missing label at 1 (upper side); None until a label goes missing: ``cert`` and
+        # ``ppi`` then take it at 0 (lower side)
+        self.cert_hi: StratifiedCertifiedMean | None = None
+        self.ppi_hi: StratifiedPPIMean | None = None
+        self.missing = [0] * k
 
     # ------------------------------------------------------------------ decisions
     def assign(self, name: str | None, judge_loss: float) -> int | None:
@@ -192,6 +207,8 @@ class StrataState:
             audited = flag if flag is not None else _below(u, self.spec.base_rate)
             return None, UNIFORM if audited else None
         self.cert.observe_traffic(k)
+        if self.cert_hi is not None:
+            self.cert_hi.observe_traffic(k)
         sample: str | None
         if flag is not None:
             sample = UNIFORM if flag else None
@@ -203,6 +220,8 @@ class StrataState:
             sample = None
         if sample is None:
             self.ppi.update_judge(k, judge_loss)
+            if self.ppi_hi is not None:
+                self.ppi_hi.update_judge(k, judge_loss)
         else:
             self.audits[k] += 1
         self.since += 1
@@ -210,18 +229,80 @@ class StrataState:
             self.refresh()
         return k, sample
 
+    def position(self, k: int) -> int:
+        """Stratum position of a unit of stratum ``k`` audited now (its place in audit order)."""
+        return self.order.assign(k)
+
+    def resolve(self, k: int, pos: int, human: float | None, judge: float) -> bool:
+        """Resolve stratum position ``pos`` (``human`` None: missing for good).
+
+        Applies every label of stratum ``k`` that is next in audit order; True when the
+        precision goal is first met. A position that is not waiting (a forged snapshot's) is
+        ignored.
+        """
+        if not self.order.resolve(k, pos, human, judge):
+            return False
+        reached = False
+        for h, j in self.order.take_ready(k):
+            reached = self._apply(k, h, j) or reached
+        return reached
+
     def label(self, k: int | None, human: float, judge: float) -> bool:
-        """Add the labelled unit of stratum ``k``; True when the precision goal is first met."""
+        """Add a labelled unit of stratum ``k`` now (a unit without a stratum position).
+
+        Units of snapshots written before stratified labels were ordered; True when the
+        precision goal is first met.
+        """
         if k is None:
             return False
-        self.cert.update(k, human)
-        self.ppi.update_label(k, human, judge)
+        return self._apply(k, human, judge)
+
+    def _apply(self, k: int, human: float | None, judge: float) -> bool:
+        """Apply one label in audit order; a missing one at 0 (lower side) and 1 (upper)."""
+        if human is None:
+            if self.cert_hi is None or self.ppi_hi is None:  # the sides part from here on
+                self.cert_hi = StratifiedCertifiedMean.from_state(self.cert.to_state())
+                self.ppi_hi = StratifiedPPIMean.from_state(self.ppi.to_state())
+            self.missing[k] += 1
+            lo, hi = 0.0, 1.0
+        else:
+            lo = hi = human
+        self.cert.update(k, lo)
+        self.ppi.update_label(k, lo, judge)
+        if self.cert_hi is not None and self.ppi_hi is not None:
+            self.cert_hi.update(k, hi)
+            self.ppi_hi.update_label(k, hi, judge)
         self.refresh()
         eps = self.spec.precision
-        if eps is not None and self.reached_at is None and self.cert.half_width <= eps:
+        if eps is not None and self.reached_at is None and self.half_width <= eps:
             self.reached_at = self.cert.n_labels
             return True
         return False
+
+    # ------------------------------------------------------------------ interval
+    @property
+    def lower(self) -> float:
+        """Cer-Eval lower bound (missing labels at 0)."""
+        return self.cert.lower
+
+    @property
+    def upper(self) -> float:
+        """Cer-Eval upper bound (missing labels at 1)."""
+        return (self.cert if self.cert_hi is None else self.cert_hi).upper
+
+    @property
+    def estimate(self) -> float:
+        """Cer-Eval point estimate (the midpoint of the two sides' when labels are missing)."""
+        if self.cert_hi is None:
+            return self.cert.estimate
+        return 0.5 * (self.cert.estimate + self.cert_hi.estimate)
+
+    @property
+    def half_width(self) -> float:
+        """``(upper - lower) / 2``, compared with the precision goal."""
+        if self.cert_hi is None:
+            return self.cert.half_width
+        return 0.5 * (self.upper - self.lower)
 
     def refresh(self) -> None:
         """Recompute the audit rates and the target stratum from the data so far."""
@@ -267,11 +348,11 @@ class StrataState:
     def evidence(self) -> dict[str, Any]:
         """Evidence of a ``precision_reached`` alert."""
         c = self.cert
-        return {"half_width": _finite(c.half_width), "epsilon": self.spec.precision,
-                "labels": c.n_labels, "lower": c.lower, "upper": c.upper,
-                "estimate": c.estimate, "delta": self.spec.delta,
+        return {"half_width": _finite(self.half_width), "epsilon": self.spec.precision,
+                "labels": c.n_labels, "lower": self.lower, "upper": self.upper,
+                "estimate": self.estimate, "delta": self.spec.delta,
                 "labels_per_stratum": dict(zip(self.names, c.labels, strict=True)),
-                "traffic": sum(c.traffic)}
+                "missing_labels": sum(self.missing), "traffic": sum(c.traffic)}
 
     def view(self) -> dict[str, Any]:
         """Return the ``strata`` block of a model in STATE.json."""
@@ -286,19 +367,24 @@ class StrataState:
                             "estimate": float(means[i]) if c.labels[i] else None,
                             "radius": _finite(radii[i]), "audit_rate": self.rates[i]}
         ppi_ok = any(n > 0 for n in c.labels)
+        ppi_hi = self.ppi_hi
         return {
             "by": self.spec.by, "allocation": self.spec.allocation,
             "certificate": self.spec.certificate, "delta": self.spec.delta,
-            "target_stratum": names[self.target], "half_width": _finite(c.half_width),
-            "lower": c.lower, "upper": c.upper,
-            "estimate": c.estimate if ppi_ok else None,
+            "target_stratum": names[self.target], "half_width": _finite(self.half_width),
+            "lower": self.lower, "upper": self.upper,
+            "estimate": self.estimate if ppi_ok else None,
             "precision_goal": self.spec.precision, "precision_reached_at_labels": self.reached_at,
-            "labels": c.n_labels, "uniform_rate": self.uniform_rate,
+            "labels": c.n_labels, "missing_labels": sum(self.missing),
+            "waiting_labels": self.order.waiting, "uniform_rate": self.uniform_rate,
             "warmup_units": self.warmup_units,
             "edges": None if self.bins is None else self.bins.edges,
-            "ppi": {"estimate": _finite(self.ppi.estimate) if ppi_ok else None,
+            "ppi": {"estimate": _finite(self.ppi.estimate if ppi_hi is None else
+                                        0.5 * (self.ppi.estimate + ppi_hi.estimate))
+                    if ppi_ok else None,
                     "lower": _finite(self.ppi.lower) if ppi_ok else None,
-                    "upper": _finite(self.ppi.upper) if ppi_ok else None,
+                    "upper": _finite((self.ppi if ppi_hi is None else ppi_hi).upper)
+                    if ppi_ok else None,
                     "alpha": self.spec.ppi_alpha, "asymptotic": True},
             "strata": strata,
         }
@@ -313,6 +399,9 @@ class StrataState:
             "rates": list(self.rates), "uniform_rate": self.uniform_rate,
             "target": self.target, "since": self.since, "audits": list(self.audits),
             "warmup_units": self.warmup_units, "reached_at": self.reached_at,
+            "order": self.order.to_list(), "missing": list(self.missing),
+            "hi": None if self.cert_hi is None or self.ppi_hi is None else
+            {"cert": self.cert_hi.to_state(), "ppi": self.ppi_hi.to_state()},
         }
 
     @classmethod
@@ -332,6 +421,14 @@ class StrataState:
         st.audits = [int(a) for a in d["audits"]]
         st.warmup_units = int(d["warmup_units"])
         st.reached_at = None if d["reached_at"] is None else int(d["reached_at"])
+        if "order" in d:
+            st.order = StrataOrder.from_list(d["order"], spec.count)
+            st.missing = [int(x) for x in d["missing"]]
+            if d["hi"] is not None:
+                st.cert_hi = StratifiedCertifiedMean.from_state(d["hi"]["cert"])
+                st.ppi_hi = StratifiedPPIMean.from_state(d["hi"]["ppi"])
+        else:  # a snapshot written before stratified labels were ordered
+            st.order = StrataOrder(spec.count, st.audits)
         if len(st.rates) != spec.count or st.cert.n_strata != spec.count:
             raise ValueError("strata state does not match the configured count")
         return st

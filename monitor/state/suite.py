@@ -295,11 +295,20 @@ class SuiteState:
             self.book.after_round(model, ts, alerts)
         strata = model.strata
         if tag is not None and strata is not None:
-            self._stratified_label(model, strata, tag[0], human, unit.judge, ts, alerts)
+            self._stratified_label(model, strata, tag, human, unit.judge, ts, alerts)
 
-    def _stratified_label(self, model: ModelState, strata: StrataState, k: Any, human: float,
-                          judge: float, ts: float, alerts: list[Alert]) -> None:
-        if strata.label(None if k is None else int(k), human, judge):
+    def _stratified_label(self, model: ModelState, strata: StrataState, tag: list[Any],
+                          human: float | None, judge: float, ts: float,
+                          alerts: list[Alert]) -> None:
+        """Resolve a stratified audit (``human`` None: missing), in its stratum's audit order."""
+        k = tag[0]
+        if k is None:
+            return  # a warm-up unit: no stratum
+        if len(tag) > 2:
+            reached = strata.resolve(int(k), int(tag[2]), human, judge)
+        else:  # a unit of a snapshot written before stratified labels were ordered
+            reached = human is not None and strata.label(int(k), human, judge)
+        if reached:
             alerts.append(make_alert("precision_reached", self.name, model.name,
                                      strata.spec.certificate, "cereval", strata.cert.n_labels,
                                      ts, strata.evidence()))
@@ -312,8 +321,9 @@ class SuiteState:
         if taken:
             order.settle(model.groups, taken)
             for human, judge, bsum, bcount, _, rhos in taken:
-                if human is None:
+                if human is None:  # (a worst-case round can still move a claim or alarm)
                     model.missing_round(judge, (bsum, bcount), rhos)
+                    self.book.after_round(model, ts, alerts)
                 else:
                     model.round(human, judge, (bsum, bcount), rhos, learned=True)
                     self.book.after_round(model, ts, alerts)
@@ -353,7 +363,10 @@ class SuiteState:
             self.join.mark_missing(key)
             m.active.missing(unit.tag[1])  # at its worst value for good
             self._active_status(m, ts, alerts)
-        elif unit.position >= 0:
+            return
+        if unit.tag is not None and m.strata is not None:  # missing for the strata too
+            self._stratified_label(m, m.strata, unit.tag, None, unit.judge, ts, alerts)
+        if unit.position >= 0:
             self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
                             unit.rhos, m.groups, lambda: self._waiting(m.name))

@@ -8,15 +8,16 @@ tables come from the compiled ``cedges.c`` when it was built (the same decisions
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from monitor.stats.betting.bernstein import mixture_rejects
+from monitor.stats.betting.grid_wealth import edge_limit
 
-__all__ = ["EdgeWalk", "Edges"]
+__all__ = ["EdgeWalk", "Edges", "next_rejections"]
 
 _compiled_mixtures: Callable[..., None] | None
 try:  # compiled tables (setup.py builds them when a C compiler is present): same decisions
@@ -205,3 +206,54 @@ class EdgeWalk:
         out: FloatArray = np.log(mean, out=mean)
         out += mx[:, 0]
         return out
+
+
+def next_rejections(members: Sequence[Edges], row_member: Sequence[int],
+                    segments: tuple[npt.NDArray[np.int64], FloatArray], grid_size: int,
+                    log_threshold: float, both: FloatArray,
+                    which: list[int]) -> dict[int, list[int]]:
+    """First round whose upper / lower test rejects the point just inside each member's edge.
+
+    ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round of a
+    block; ``row_member`` the member of each rho row; ``segments`` the members' first rows and
+    row counts (contiguous rows). For each member index in ``which``: ``[upper, lower]``,
+    ``k`` where there is none. One vectorized filter (numpy, margin far above rounding)
+    covers every member and both sides; each candidate is decided by :func:`mixture_rejects`
+    in Python floats, so the result never depends on the batching.
+    """
+    k = both.shape[1]
+    out = {i: [k, k] for i in which}
+    if not k or not which:
+        return out
+    g = grid_size
+    starts, counts = segments
+    hi_pts = [(m.hi_edge - 1) / g for m in members]  # the points inside the edges
+    lo_pts = [(m.lo_edge + 1) / g for m in members]
+    points = np.array([[hi_pts[i] for i in row_member], [lo_pts[i] for i in row_member]]
+                      )[:, None, :]
+    # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
+    s = both
+    q = np.empty(s.shape[:2] + s.shape[3:])  # (2, k, R)
+    np.multiply(points, s[:, :, 0], out=q)
+    q -= s[:, :, 1]
+    np.negative(q[1], out=q[1])
+    quad = points * s[:, :, 2]
+    quad -= 2.0 * s[:, :, 3]
+    quad *= points
+    quad += s[:, :, 4]
+    q += quad
+    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
+    if q.max() < limit:  # a mixture is at most its largest bound: no candidate
+        return out
+    mx = np.maximum.reduceat(q, starts, axis=2)  # (2, k, members)
+    mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, list(row_member)]), starts, axis=2)
+                 / counts) + mx
+    for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
+        first = out.get(int(i))
+        if first is None or first[side] < k:  # not asked for, or already found
+            continue
+        m = members[int(i)]
+        point = hi_pts[int(i)] if side == 0 else lo_pts[int(i)]
+        if mixture_rejects(both[side, int(r)][:, m.rows], point, side == 0, log_threshold):
+            first[side] = int(r)
+    return out

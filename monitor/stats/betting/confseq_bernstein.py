@@ -22,15 +22,14 @@ import numpy.typing as npt
 from monitor.stats.betting.bernstein import (
     N_SUMS,
     fold_sums,
-    mixture_rejects,
     round_terms,
 )
 from monitor.stats.betting.bernstein_block import BlockKernel
-from monitor.stats.betting.bernstein_edges import EdgeWalk
+from monitor.stats.betting.bernstein_edges import EdgeWalk, next_rejections
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
 from monitor.stats.betting.grid_wealth import edge_limit
-from monitor.stats.betting.members import MemberBounds
+from monitor.stats.betting.members import BernsteinMember
 
 __all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
 
@@ -70,37 +69,6 @@ def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray
         terms = round_terms(lam, qs, zmin)  # (5, N, k, R); zmin >= -c
         cum.append(fold_sums(sums[:, side], np.moveaxis(terms, 0, -2), axis=1))
     return cum[0], cum[1], totals, devs
-
-
-class BernsteinMember(MemberBounds):
-    """One method's sequence inside a :class:`BernsteinSequences`: bounds, validity, rounds.
-
-    It offers the read side of a confidence sequence (``lower``, ``upper``, ``valid``,
-    ``rounds``, ``to_state``); its owner applies the rounds.
-
-    Examples
-    --------
-    >>> g = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
-    >>> m = g.members[0]
-    >>> (m.lower, m.upper, m.valid, m.rounds)
-    (0.0, 1.0, True, 0)
-    """
-
-    def __init__(self, owner: BernsteinSequences, index: int, rows: slice) -> None:
-        super().__init__(owner)
-        self._seqs = owner
-        self._index = index
-        self.rows = rows
-
-    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
-        """Process one round; only the sole member of an owner may (else the owner updates)."""
-        if len(self._seqs.members) != 1:
-            raise TypeError("a BernsteinMember of several is updated through its owner")
-        self._seqs.update(human_loss, judge_loss, block_mean)
-
-    def to_state(self) -> dict[str, Any]:
-        """Return the owner's state restricted to this member (restorable by ``from_state``)."""
-        return self._seqs.member_state(self._index)
 
 
 class BernsteinSequences:
@@ -241,7 +209,7 @@ class BernsteinSequences:
             raise ValueError("spawn from sequences that have seen no round")
         new = BernsteinSequences.__new__(BernsteinSequences)  # copy.copy, minus its protocol
         new.__dict__.update(self.__dict__)
-        new.members = [BernsteinMember(new, m._index, m.rows) for m in self.members]
+        new.members = [BernsteinMember(new, m.index, m.rows) for m in self.members]
         new.total, new.dev = list(self.total), list(self.dev)
         new.sums = np.zeros_like(self.sums)
         new._cap_edges = list(self._cap_edges)
@@ -348,7 +316,10 @@ class BernsteinSequences:
         if reach + 1e-9 * (1.0 + reach) >= limit:
             valid = [i for i, m in enumerate(members) if m.is_valid]
             # members are independent: each runs from its first rejection to the block's end
-            for i, first in self._next_rejections(both, 0, valid).items():
+            for i, first in next_rejections(members, self._kernel.row_member,
+                                            (self._row_starts, self._row_counts),
+                                            self.grid_size, self.log_threshold, both,
+                                            valid).items():
                 if min(first) < k:
                     stop[i] = EdgeWalk(members[i], up, low, self.grid_size,
                                        self.log_threshold).run(min(first))
@@ -434,61 +405,6 @@ class BernsteinSequences:
                     k = ks[n]
                     s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
                 s._applied = s.rounds
-
-    def _edge_point(self, m: BernsteinMember, side: int) -> float:
-        """Return the tested point just inside the upper (side 0) or the lower (side 1) edge."""
-        return (m.hi_edge - 1 if side == 0 else m.lo_edge + 1) / self.grid_size
-
-    def _next_rejections(self, both: FloatArray, start: int,
-                         which: list[int]) -> dict[int, list[int]]:
-        """First round ``>= start`` whose upper / lower test rejects the point inside its edge.
-
-        ``both`` is ``(2, k, 5, R)``: the upper and the lower tests' sums after each round. For
-        each member index in ``which``: ``[upper, lower]``, ``k`` where there is none. One
-        vectorized filter (numpy, margin far above rounding) covers every member and both
-        sides; each candidate is decided by :meth:`_rejects` in Python floats, so the result
-        never depends on the batching.
-        """
-        k = both.shape[1]
-        out = {i: [k, k] for i in which}
-        if start >= k or not which:
-            return out
-        g = self.grid_size
-        members = self.members
-        rows = self._kernel.row_member
-        hi_pts = [(m.hi_edge - 1) / g for m in members]  # as _edge_point, both sides
-        lo_pts = [(m.lo_edge + 1) / g for m in members]
-        points = np.array([[hi_pts[i] for i in rows], [lo_pts[i] for i in rows]])[:, None, :]
-        # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
-        s = both[:, start:]
-        q = np.empty(s.shape[:2] + s.shape[3:])  # (2, k', R)
-        np.multiply(points, s[:, :, 0], out=q)
-        q -= s[:, :, 1]
-        np.negative(q[1], out=q[1])
-        quad = points * s[:, :, 2]
-        quad -= 2.0 * s[:, :, 3]
-        quad *= points
-        quad += s[:, :, 4]
-        q += quad
-        limit = edge_limit(self.log_threshold) - 1e-9 * (1.0 + abs(self.log_threshold))
-        if q.max() < limit:  # a mixture is at most its largest bound: no candidate
-            return out
-        mx = np.maximum.reduceat(q, self._row_starts, axis=2)  # (2, k', members)
-        mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, self._row_member]), self._row_starts,
-                                     axis=2) / self._row_counts) + mx
-        for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
-            first = out.get(int(i))
-            if first is None or first[side] < k:  # not asked for, or already found
-                continue
-            m = members[int(i)]
-            if self._rejects(m, int(side), both[side, start + int(r)],
-                             self._edge_point(m, int(side))):
-                first[side] = start + int(r)
-        return out
-
-    def _rejects(self, m: BernsteinMember, side: int, sums: FloatArray, point: float) -> bool:
-        """Decide exactly (Python floats) whether ``side``'s mixture rejects ``point``."""
-        return mixture_rejects(sums[:, m.rows], point, side == 0, self.log_threshold)
 
     # ------------------------------------------------------------------ state
     def _params(self) -> dict[str, Any]:

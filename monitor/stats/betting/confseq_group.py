@@ -31,6 +31,7 @@ from monitor.stats.betting.grid_wealth import (
     log_mixture,
     may_move_edges,
     update_log_wealth,
+    wsr_lambdas,
 )
 from monitor.stats.betting.members import MemberBounds
 
@@ -285,6 +286,46 @@ class SharedGridWealth:
         update_log_wealth(lw, np.array(q), self._win_grid, self._win_caps, None, self._up,
                           self._win_scratch)
         self.total, self.dev = fold_wsr_sums(q, self.rounds, self._mu0_l, self.total, self.dev)
+        live = self._live()
+        for m in live:
+            m.check(lw, self.first)
+        if any(m.is_valid for m in live):
+            self._keep(lw, self.first, self._hull())
+        else:
+            self._dead = True
+
+    def penalize(self, judge: float, block_mean: float | None) -> None:
+        """Take a round whose label is missing for good, at each side's worst label.
+
+        The upper test (factor ``1 + lam (m - q)``, the upper bound) sees the label 1, the
+        lower test (``1 + lam (q - m)``, the lower bound) the label 0, with the round's own
+        bets (from earlier rounds only); the WSR statistics that later bets use take the
+        judge's loss (as :meth:`BernsteinSequences.penalize`). Each factor is at most the
+        one the real label would have given, so each side's wealth at the true risk is at most
+        the real-label wealth under the same bets: the coverage holds whatever makes labels go
+        missing. Counted in :attr:`rounds`.
+        """
+        self.flush()
+        self.rounds += 1
+        if self._dead:
+            return
+
+        def q(h: float) -> FloatArray:
+            if block_mean is None:
+                return np.full(len(self.rhos_list), h)
+            return np.array([r * block_mean + h - r * judge for r in self.rhos_list])
+
+        lw = self.log_wealth
+        lam = None if self._up is not None else np.array(wsr_lambdas(
+            self.rounds, self.log_threshold, self.bet.horizon, self._var0_l, self.dev))
+        upper = lw.copy()
+        update_log_wealth(upper, q(1.0), self._win_grid, self._win_caps, lam, self._up,
+                          self._win_scratch)
+        update_log_wealth(lw, q(0.0), self._win_grid, self._win_caps, lam, self._up,
+                          self._win_scratch)
+        lw[0] = upper[0]
+        self.total, self.dev = fold_wsr_sums(q(float(judge)).tolist(), self.rounds, self._mu0_l,
+                                             self.total, self.dev)
         live = self._live()
         for m in live:
             m.check(lw, self.first)

@@ -8,9 +8,12 @@ applied the buffered rounds.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["MemberBounds", "SequenceOwner"]
+if TYPE_CHECKING:
+    from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+
+__all__ = ["BernsteinMember", "MemberBounds", "SequenceOwner"]
 
 
 class SequenceOwner(Protocol):
@@ -70,3 +73,36 @@ class MemberBounds:
     def rounds(self) -> int:
         """Number of rounds processed."""
         return self._owner.rounds
+
+
+class BernsteinMember(MemberBounds):
+    """One method's sequence inside a :class:`BernsteinSequences`: bounds, validity, rounds.
+
+    It offers the read side of a confidence sequence (``lower``, ``upper``, ``valid``,
+    ``rounds``, ``to_state``); its owner applies the rounds.
+
+    Examples
+    --------
+    >>> from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+    >>> from monitor.stats.betting.bets import BetConfig
+    >>> g = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+    >>> m = g.members[0]
+    >>> (m.lower, m.upper, m.valid, m.rounds)
+    (0.0, 1.0, True, 0)
+    """
+
+    def __init__(self, owner: BernsteinSequences, index: int, rows: slice) -> None:
+        super().__init__(owner)
+        self._seqs = owner
+        self.index = index
+        self.rows = rows
+
+    def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
+        """Process one round; only the sole member of an owner may (else the owner updates)."""
+        if len(self._seqs.members) != 1:
+            raise TypeError("a BernsteinMember of several is updated through its owner")
+        self._seqs.update(human_loss, judge_loss, block_mean)
+
+    def to_state(self) -> dict[str, Any]:
+        """Return the owner's state restricted to this member (restorable by ``from_state``)."""
+        return self._seqs.member_state(self.index)

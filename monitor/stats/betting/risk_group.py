@@ -272,22 +272,39 @@ class CertificateGroup:
                  rhos: Sequence[float] | None = None) -> None:
         """Take a round whose label is missing for good: each test at its worst label.
 
-        Certify tests take the label 1, violate tests 0 (:meth:`PlugInTest.penalize`,
-        ``plugin_up`` only), at the reliances ``rhos`` (as in :meth:`update`). The default
+        Certify tests take the label 1, violate tests 0 (:meth:`PlugInTest.penalize` for
+        ``plugin_up``, at the reliances ``rhos`` as in :meth:`update`; for the ``wsr`` / ``up``
+        rules the shared certify and violate e-processes advance on those labels, a round of
+        theirs: their WSR statistics see the same worst label, still a function of the past
+        when the next bet is made). The default
         confidence sequences (``cs_kind = "bernstein"``) take the round with the label 1 on
         the side giving the upper bound and 0 on the one giving the lower bound
-        (:meth:`BernsteinSequences.penalize`, counted in their rounds); the ``"grid"``
-        sequences and the judge bias are not fed.
+        (:meth:`BernsteinSequences.penalize`, counted in their rounds), and so do the
+        ``"grid"`` sequences (:meth:`SharedGridWealth.penalize`); the judge bias is not fed.
         """
-        if rhos is None:
+        if not self._plugin:
+            self._penalize_rows(float(judge_loss),
+                                None if block_mean is None else float(block_mean))
+        elif rhos is None:
             for t in self._plugin_tests:
                 t.penalize(judge_loss, block_mean)
         else:
             for t, r in zip(self._plugin_tests, rhos, strict=True):
                 t.penalize(judge_loss, block_mean, r)
-        if isinstance(self._grid, BernsteinSequences):
+        if self._grid is not None:
             self._grid.penalize(float(judge_loss),
                                 None if block_mean is None else float(block_mean))
+
+    def _penalize_rows(self, f: float, b: float | None) -> None:
+        """``wsr`` / ``up``: the certify rows see the label 1, the violate rows the label 0."""
+        d = None if b is None else b - f
+        n = len(self._rhos)
+        cert, viol = self._eps
+        cert.advance([1.0] * n if d is None else [1.0 + r * d for r in self._rhos])
+        viol.advance([0.0] * n if d is None else [r * d for r in self._rhos])
+        self._twins = False  # their statistics differ from now on
+        for t in self._mixture_tests:
+            t.record_shared_round(1.0 if t.side == "certify" else 0.0, d)
 
     def learn(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Let every ``plugin_up`` test's reliance learn from a label that just arrived."""

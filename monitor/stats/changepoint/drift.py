@@ -18,16 +18,21 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
-from monitor.stats.changepoint.batch import run_batch
 from monitor.stats.changepoint.detector import (
     FloatArray,
-    IntArray,
     Kind,
     RiskIncreaseDetector,
     check_fractions,
     threshold_from,
+)
+from monitor.stats.changepoint.drift_batch import (
+    CAP,
+    DEFAULT_DRIFT_HORIZON,
+    DEFAULT_DRIFT_P,
+    DEFAULT_DRIFT_WARMUP,
+    eb_band,
+    run_drift_batch,
 )
 
 __all__ = [
@@ -40,81 +45,6 @@ __all__ = [
 ]
 
 _KIND = "certmon.DriftDetector"
-_CAP = 0.75  # largest warm-up bet (the paper uses 1/2 or 3/4)
-
-DEFAULT_DRIFT_P = 0.01
-DEFAULT_DRIFT_HORIZON = 4500
-DEFAULT_DRIFT_WARMUP = 500
-"""Labelled rounds observed before the reference band is frozen."""
-
-
-def _psi(lam: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
-    return np.asarray(-np.log1p(-np.asarray(lam)) - lam, dtype=np.float64)
-
-
-def eb_band(
-    x: npt.ArrayLike, delta: float, lo: float = -1.0, hi: float = 1.0
-) -> tuple[FloatArray, FloatArray]:
-    """Predictable-plug-in empirical-Bernstein interval for the mean, from rows of a sample.
-
-    Parameters
-    ----------
-    x : array_like, shape (W,) or (S, W)
-        Observations in ``[lo, hi]`` (row ``s`` is one warm-up sample).
-    delta : float
-        Miscoverage, in ``(0, 1)``.
-    lo, hi : float
-        Range of the observations.
-
-    Returns
-    -------
-    (m_lo, m_hi) : arrays of shape () or (S,)
-        Interval ends, inside ``[lo, hi]``.
-
-    Examples
-    --------
-    >>> m_lo, m_hi = eb_band([0.0] * 990 + [-1.0] * 10, 0.01)
-    >>> bool(m_lo < -0.01 < m_hi), bool(m_hi - m_lo < 0.06)
-    (True, True)
-
-    Notes
-    -----
-    With ``y = (x - lo) / (hi - lo)`` in ``[0, 1]``, ``mu_{i-1}`` and ``s2_{i-1}`` the regularised
-    running mean and variance (priors 1/2 and 1/4), bets
-    ``lam_i = min(3/4, sqrt(2 log(2/delta) / (W s2_{i-1})))`` and ``v_i = (y_i - mu_{i-1})^2``,
-    the interval is ``sum lam y / sum lam +- (log(2/delta) + sum v_i psi(lam_i)) / sum lam``
-    with ``psi(lam) = -log(1 - lam) - lam``. It is the time-``W`` section of a confidence
-    sequence, valid whenever every ``y_i`` has conditional mean ``mu0`` given the past
-    (martingale-difference noise; no independence needed).
-    """
-    xa = np.asarray(x, dtype=np.float64)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"need finite lo < hi, got {lo!r}, {hi!r}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if xa.ndim not in (1, 2) or xa.shape[-1] < 1:
-        raise ValueError(f"x must have shape (W,) or (S, W), got {xa.shape}")
-    if not np.all(np.isfinite(xa)) or np.any(xa < lo) or np.any(xa > hi):
-        raise ValueError("x must be finite and inside [lo, hi]")
-    y = (xa - lo) / (hi - lo)
-    w = y.shape[-1]
-    log2d = math.log(2.0 / delta)
-    # running regularised mean/variance *before* each round: mu_{i-1}, s2_{i-1}
-    csum = np.cumsum(y, axis=-1)
-    idx = np.arange(1, w + 1, dtype=np.float64)
-    mu = (0.5 + csum) / (idx + 1.0)  # mu_i
-    mu_prev = np.concatenate([np.full((*y.shape[:-1], 1), 0.5), mu[..., :-1]], axis=-1)
-    dev = np.cumsum((y - mu) ** 2, axis=-1)
-    s2 = (0.25 + dev) / (idx + 1.0)
-    s2_prev = np.concatenate([np.full((*y.shape[:-1], 1), 0.25), s2[..., :-1]], axis=-1)
-    lam = np.minimum(_CAP, np.sqrt(2.0 * log2d / (w * s2_prev)))
-    v = (y - mu_prev) ** 2
-    sl = lam.sum(axis=-1)
-    centre = (lam * y).sum(axis=-1) / sl
-    half = (log2d + (v * _psi(lam)).sum(axis=-1)) / sl
-    m_lo = lo + (hi - lo) * np.clip(centre - half, 0.0, 1.0)
-    m_hi = lo + (hi - lo) * np.clip(centre + half, 0.0, 1.0)
-    return np.asarray(m_lo, dtype=np.float64), np.asarray(m_hi, dtype=np.float64)
 
 
 class DriftDetector:
@@ -215,6 +145,8 @@ class DriftDetector:
         """Start over with a new warm-up (e.g. after acting on an alarm)."""
         # warm-up sums on y in [0, 1]: n, sum y, sum (y - mu_i)^2, sum lam, sum lam y, sum v psi
         self._w: list[float] = [0.0] * 6
+        # the same sums with missing labels at their highest values (None: none missing yet)
+        self._w_hi: list[float] | None = None
         self._band: tuple[float, float] | None = None
         self._det: RiskIncreaseDetector | None = None
 
@@ -314,15 +246,54 @@ class DriftDetector:
         """
         if not (isinstance(x, (int, float)) and math.isfinite(x) and self._lo <= x <= self._hi):
             raise ValueError(f"x must be a finite float in [{self._lo}, {self._hi}], got {x!r}")
+        self._step(x, x)
+
+    def update_missing(self, x_low: float, x_high: float) -> None:
+        """Feed a round whose label is missing for good, at each side's worst value.
+
+        ``x_low <= x_high`` are the smallest and largest values the observation could have
+        taken. The up view and the band's lower end see ``x_low``; the down view and the
+        band's upper end see ``x_high``: each at least as far from an alarm (and the band at
+        least as wide) as with the real value, so the false-alarm bound holds whatever made
+        the label go missing.
+
+        Examples
+        --------
+        >>> det = DriftDetector(0.0, 1.0, warmup=10, arl=1e3)
+        >>> for _ in range(10):
+        ...     det.update(0.0)
+        >>> det.update_missing(0.0, 1.0); det.statistic < 1.0
+        True
+        """
+        for x in (x_low, x_high):
+            if not (isinstance(x, (int, float)) and math.isfinite(x)
+                    and self._lo <= x <= self._hi):
+                raise ValueError(f"x must be a finite float in [{self._lo}, {self._hi}], "
+                                 f"got {x!r}")
+        if x_low > x_high:
+            raise ValueError(f"need x_low <= x_high, got {x_low!r}, {x_high!r}")
+        if self._band is None and self._w_hi is None:
+            self._w_hi = list(self._w)  # the two ends of the band part from here on
+        self._step(x_low, x_high)
+
+    def _step(self, x_low: float, x_high: float) -> None:
         if self._det is not None and self._band is not None:
             m_lo, m_hi = self._band
-            self._det.update([x - m_hi, m_lo - x], [self._lo - m_hi, m_lo - self._hi])
+            self._det.update([x_low - m_hi, m_lo - x_high], [self._lo - m_hi, m_lo - self._hi])
             return
-        n, sy, sdev, sl, sly, svp = self._w
+        self._w = self._warm(self._w, x_low)
+        if self._w_hi is not None:
+            self._w_hi = self._warm(self._w_hi, x_high)
+        if int(self._w[0]) == self._warmup:
+            self._freeze()
+
+    def _warm(self, w: list[float], x: float) -> list[float]:
+        """One warm-up round of :func:`eb_band`'s running sums."""
+        n, sy, sdev, sl, sly, svp = w
         y = (x - self._lo) / (self._hi - self._lo)
         mu_prev = (0.5 + sy) / (n + 1.0)
         s2_prev = (0.25 + sdev) / (n + 1.0)
-        lam = min(_CAP, math.sqrt(2.0 * self._log2d / (self._warmup * s2_prev)))
+        lam = min(CAP, math.sqrt(2.0 * self._log2d / (self._warmup * s2_prev)))
         v = (y - mu_prev) ** 2
         n += 1.0
         sy += y
@@ -331,17 +302,16 @@ class DriftDetector:
         sl += lam
         sly += lam * y
         svp += v * (-math.log1p(-lam) - lam)
-        self._w = [n, sy, sdev, sl, sly, svp]
-        if int(n) == self._warmup:
-            self._freeze()
+        return [n, sy, sdev, sl, sly, svp]
+
+    def _end(self, w: list[float], sign: float) -> float:
+        _, _, _, sl, sly, svp = w
+        y = sly / sl + sign * (self._log2d + svp) / sl
+        return self._lo + (self._hi - self._lo) * min(1.0, max(0.0, y))
 
     def _freeze(self) -> None:
-        _, _, _, sl, sly, svp = self._w
-        centre = sly / sl
-        half = (self._log2d + svp) / sl
-        span = self._hi - self._lo
-        m_lo = self._lo + span * min(1.0, max(0.0, centre - half))
-        m_hi = self._lo + span * min(1.0, max(0.0, centre + half))
+        m_lo = self._end(self._w, -1.0)  # (missing labels at their lowest values)
+        m_hi = self._end(self._w if self._w_hi is None else self._w_hi, 1.0)
         self._band = (m_lo, m_hi)
         self._det = RiskIncreaseDetector(0.0, kind=self._kind, arl=self._threshold,
                                          fractions=self._fractions, views=2)
@@ -361,6 +331,7 @@ class DriftDetector:
             "fractions": None if self._fractions is None else
             np.asarray(self._fractions, dtype=np.float64).tolist(),
             "warm_sums": list(self._w),
+            **({} if self._w_hi is None else {"warm_sums_hi": list(self._w_hi)}),
             "band": None if self._band is None else list(self._band),
             "detector": None if self._det is None else self._det.to_state(),
         }
@@ -387,9 +358,19 @@ class DriftDetector:
         if len(w) != 6 or not all(math.isfinite(v) and v >= 0.0 for v in w):
             raise ValueError("warm_sums must be 6 finite non-negative floats")
         n = w[0]
-        if n != int(n) or n > obj._warmup or w[1] > n + 1e-9 or w[3] > _CAP * n + 1e-9:
+        if n != int(n) or n > obj._warmup or w[1] > n + 1e-9 or w[3] > CAP * n + 1e-9:
             raise ValueError("warm_sums are inconsistent with the warm-up length")
         obj._w = w
+        w_hi = d.get("warm_sums_hi")
+        if w_hi is not None:
+            try:
+                wh = [float(v) for v in w_hi]
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"bad DriftDetector state: {exc}") from exc
+            if (len(wh) != 6 or not all(math.isfinite(v) and v >= 0.0 for v in wh)
+                    or wh[0] != n or wh[1] > n + 1e-9 or wh[3] > CAP * n + 1e-9):
+                raise ValueError("warm_sums_hi are inconsistent with the warm-up")
+            obj._w_hi = wh
         if (band is None) != (det_state is None) or (band is None) != (int(n) < obj._warmup):
             raise ValueError("band and detector must be present exactly after the warm-up")
         if band is not None:
@@ -404,63 +385,3 @@ class DriftDetector:
             obj._band = (b[0], b[1])
             obj._det = det
         return obj
-
-
-def run_drift_batch(
-    x: npt.ArrayLike,
-    lo: float = -1.0,
-    hi: float = 1.0,
-    *,
-    warmup: int = DEFAULT_DRIFT_WARMUP,
-    delta_ref: float = 0.01,
-    kind: Kind = "sr",
-    arl: float | None = None,
-    p: float | None = None,
-    horizon: int | None = None,
-    fractions: Sequence[float] | FloatArray | None = None,
-) -> dict[str, FloatArray | IntArray]:
-    """Run independent :class:`DriftDetector` s over the rows of ``x`` (vectorized).
-
-    Parameters
-    ----------
-    x : array_like, shape (S, T)
-        Streams in ``[lo, hi]``, ``T > warmup``.
-    lo, hi, warmup, delta_ref, kind, arl, p, horizon, fractions :
-        As in :class:`DriftDetector`.
-
-    Returns
-    -------
-    dict
-        ``alarm_round`` and ``change_round`` (counted from the start of the warm-up, 0 = none),
-        ``direction`` (+1 up, -1 down, 0 none), ``m_lo`` and ``m_hi`` (the bands).
-
-    Examples
-    --------
-    >>> x = [[-1.0 if t % 50 == 0 else 0.0 for t in range(600)]
-    ...      + [-1.0 if t % 3 == 0 else 0.0 for t in range(100)]]
-    >>> out = run_drift_batch(x, warmup=200, arl=1e4)
-    >>> int(out["change_round"][0]), int(out["direction"][0])
-    (601, -1)
-    """
-    xa = np.asarray(x, dtype=np.float64)
-    if xa.ndim != 2 or xa.shape[1] <= warmup:
-        raise ValueError(f"x must have shape (S, T) with T > warmup, got {xa.shape}")
-    if arl is None and p is None and horizon is None:
-        p, horizon = DEFAULT_DRIFT_P, DEFAULT_DRIFT_HORIZON
-    m_lo, m_hi = eb_band(xa[:, :warmup], delta_ref, lo, hi)
-    post = xa[:, warmup:]
-    views = np.stack([post - m_hi[:, None], m_lo[:, None] - post], axis=2)
-    lows = np.stack([np.broadcast_to((lo - m_hi)[:, None], post.shape),
-                     np.broadcast_to((m_lo - hi)[:, None], post.shape)], axis=2)
-    out = run_batch(views, 0.0, lows, kind=kind, arl=threshold_from(arl, p, horizon),
-                    fractions=fractions)
-    a = np.asarray(out["alarm_round"], dtype=np.int64)
-    c = np.asarray(out["change_round"], dtype=np.int64)
-    up = np.asarray(out["change_view"], dtype=np.int64)
-    return {
-        "alarm_round": np.where(a > 0, a + warmup, 0),
-        "change_round": np.where(c > 0, c + warmup, 0),
-        "direction": np.where(c > 0, np.where(up == 0, 1, -1), 0),
-        "m_lo": m_lo,
-        "m_hi": m_hi,
-    }
