@@ -81,20 +81,20 @@ def round_stages(cfg: Any, lines: list[bytes], rounds: int) -> None:
     """Print the time per round of each stage (wrapped methods, on a fresh engine)."""
     from monitor.state.epochs import CertificateEpochs
     from monitor.state.judge_drift import JudgeDrift
-    from monitor.state.suite import SuiteState
+    from monitor.state.model import ModelState
+    from monitor.state.status_book import StatusBook
     from monitor.stats.betting.autoeval import MixtureTest, PlugInTest
     from monitor.stats.betting.confseq_bernstein import BernsteinSequences
     from monitor.stats.betting.risk_group import CertificateGroup
 
-    stages = [(SuiteState, "_round", "round, all stages"),
+    stages = [(ModelState, "round", "round, all monitors"),
               (CertificateGroup, "update", "  certificate group"),
               (PlugInTest, "advance", "    e-processes (certify, violate per method)"),
               (MixtureTest, "record_shared_round", "    e-processes (certify, violate per method)"),
               (BernsteinSequences, "update", "    confidence sequences"),
               (CertificateEpochs, "update", "  regression detector"),
               (JudgeDrift, "update", "  judge-drift detectors"),
-              (SuiteState, "_refresh", "  statuses and alerts"),
-              (SuiteState, "_lifecycle", "  detector actions")]
+              (StatusBook, "after_round", "statuses, alerts and detector actions")]
     spent: dict[str, float] = dict.fromkeys([s[2] for s in stages], 0.0)
     originals = [(cls, name, getattr(cls, name)) for cls, name, _ in stages]
 
