@@ -446,6 +446,8 @@ class Engine:
             (see :mod:`monitor.state.restore_checks`), or is malformed. Nothing is
             half-loaded: a new engine is built and returned only on success.
         """
+        if not isinstance(snapshot, dict):
+            raise CheckpointError(f"not an engine snapshot: a {type(snapshot).__name__}")
         if snapshot.get("kind") != _SNAPSHOT_KIND or snapshot.get("version") != 1:
             raise CheckpointError(
                 f"not a version-1 engine snapshot (kind={snapshot.get('kind')!r}, "

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from monitor.config import CertificateConfig, SuiteConfig
+from monitor.snapshot_schemas import SuiteDocument, convert
 from monitor.state.model import build_group
 
 __all__ = ["MAX_COUNT", "STATUSES", "RefusedState", "check_counts", "check_restored_suite",
@@ -169,6 +170,11 @@ def check_suite_dict(
     RefusedState
         Naming the suite, model and field at fault.
     """
+    what = f"suite {d.get('name')!r}" if isinstance(d, dict) else "a suite document"
+    try:  # the declared schema first (types and ranges, once), then the configuration
+        convert(d, SuiteDocument, what)
+    except ValueError as exc:
+        raise RefusedState(str(exc)) from None
     name = d["name"]
     where = f"suite {name!r}"
     wm = d["watermark"]

@@ -33,6 +33,7 @@ from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
 from monitor.stats.betting.rows_view import RowsView
+from monitor.stats.state_contract import restorer
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -194,7 +195,7 @@ class CertificateGroup:
         True
         """
         if self.rounds or self._restarted:
-            raise ValueError("spawn from a group that has seen no round")
+            raise ValueError("spawn only from a group that has seen no round (a prototype)")
         if not self._plugin or not isinstance(self._grid, BernsteinSequences | None):
             return CertificateGroup(self._alpha, self._delta, self._methods, self._bet,
                                     n_rhos=self._n_rhos, cs_grid=self._cs_grid,
@@ -389,6 +390,7 @@ class CertificateGroup:
         }
 
     @classmethod
+    @restorer("CertificateGroup")
     def from_state(cls, d: dict[str, Any], proto: CertificateGroup | None = None
                    ) -> CertificateGroup:
         """Rebuild from :meth:`to_state` output; continuing is bit-identical.

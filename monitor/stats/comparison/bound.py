@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from monitor.stats.betting.bets import Side
 from monitor.stats.comparison.eprocess import Grid, grid_cells
+from monitor.stats.state_contract import restorer
 
 __all__ = ["STEP", "WINDOW", "DifferenceBound"]
 
@@ -147,6 +148,7 @@ class DifferenceBound:
                 "cells": [[float(v) for v in row] for row in self._cells]}
 
     @classmethod
+    @restorer("DifferenceBound")
     def from_state(cls, d: dict[str, Any]) -> DifferenceBound:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
         if d.get("kind") != _KIND or d.get("version") != 1:

@@ -42,6 +42,7 @@ from typing import Any, Literal
 from monitor.stats.betting.bets import DEFAULT_CAP, Side
 from monitor.stats.betting.plugin import bet_grid
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
+from monitor.stats.state_contract import restorer
 
 __all__ = ["CELLS", "EXT_RATIO", "EXT_WEIGHT", "GRIDS", "LAM0", "DifferenceEProcess", "Grid",
            "comparison_grid", "grid_cells"]
@@ -222,6 +223,7 @@ class DifferenceEProcess:
                 "cells": list(self._u)}
 
     @classmethod
+    @restorer("DifferenceEProcess")
     def from_state(cls, d: dict[str, Any]) -> DifferenceEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
         if d.get("kind") != _KIND or d.get("version") != 1:

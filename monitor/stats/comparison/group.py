@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from monitor.stats.comparison.paired import PairedComparison
 from monitor.stats.comparison.unpaired import UnpairedComparison
+from monitor.stats.state_contract import restorer
 
 __all__ = ["CandidateGroup", "Design"]
 
@@ -118,6 +119,7 @@ class CandidateGroup:
                 "members": {n: m.to_state() for n, m in self._members.items()}}
 
     @classmethod
+    @restorer("CandidateGroup")
     def from_state(cls, d: dict[str, Any]) -> CandidateGroup:
         """Rebuild from :meth:`to_state` output (kind, version and members' levels checked)."""
         if d.get("kind") != _KIND or d.get("version") != 1:

@@ -27,6 +27,7 @@ from monitor.stats.comparison.observation import (
     to_unit,
     unit_margin,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = ["DEFAULT_RHOS", "ComparisonStatus", "PairedComparison"]
 
@@ -297,6 +298,7 @@ class PairedComparison:
                 "non_inferior_at": self._ni_at, "inferior_at": self._inf_at}
 
     @classmethod
+    @restorer("PairedComparison")
     def from_state(cls, d: dict[str, Any]) -> PairedComparison:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
         if d.get("kind") != _KIND or d.get("version") != 1:
