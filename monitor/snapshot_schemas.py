@@ -92,8 +92,11 @@ class PartDocument(msgspec.Struct):
 
 
 class SuiteDocument(msgspec.Struct):
-    """A suite's state (``SuiteState.to_dict``): the top level; models are checked by
-    :func:`monitor.state.restore_checks.check_suite_dict` against the configuration."""
+    """A suite's state (``SuiteState.to_dict``), its top level.
+
+    The models are checked by :func:`monitor.state.restore_checks.check_suite_dict` against
+    the configuration.
+    """
 
     name: str
     watermark: float | None

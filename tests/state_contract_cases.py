@@ -11,7 +11,7 @@ fails when one is missing here, so a new stateful class cannot be forgotten.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,7 +63,7 @@ class Case:
 
     make: Callable[[], Any]
     feed: Callable[[Any, Rng], None] | None
-    save: Callable[[Any], Any] = staticmethod(lambda obj: obj.to_state())  # type: ignore[assignment]
+    save: Callable[[Any], Any] = field(default=lambda obj: obj.to_state())
     load: Callable[[Any], Any] | None = None
     spawn: Literal["any", "prototype"] | None = None
     warm: int = 60  # observations before the snapshot

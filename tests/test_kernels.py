@@ -72,7 +72,8 @@ def _advance_args(rng: random.Random) -> tuple[Any, ...]:
     sr = [rng.choice([-math.inf, rng.uniform(-5, 30)]) for _ in range(j)]
     cu = [min(rng.uniform(-5, 30), s) for s in sr]
     return (sr, cu, [rng.randint(1, 10**6) for _ in range(j)],
-            [rng.uniform(-50, 50) for _ in range(j)], [rng.uniform(-500, 500) for _ in range(views)],
+            [rng.uniform(-50, 50) for _ in range(j)],
+            [rng.uniform(-500, 500) for _ in range(views)],
             xs, los, frs, alpha, rng.choice([1, 7, 257, 10**9]), rng.random() < 0.5)
 
 

@@ -91,10 +91,10 @@ def size(x: object, what: str, lo: int = 1, hi: int = MAX_CELLS) -> int:
     --------
     >>> size(3, "n_models")
     3
-    >>> size(1e308, "n_models")
+    >>> size(1e308, "n")
     Traceback (most recent call last):
     ...
-    monitor.stats.state_contract.StateError: n_models must be an integer in [1, 268435456], got 1e+308
+    monitor.stats.state_contract.StateError: n must be an integer in [1, 268435456], got 1e+308
     """
     if isinstance(x, bool) or not isinstance(x, int) or not lo <= x <= hi:
         raise StateError(f"{what} must be an integer in [{lo}, {hi}], got {x!r}")
@@ -172,10 +172,10 @@ def restoring(name: str) -> Iterator[None]:
     Examples
     --------
     >>> with restoring("Demo"):
-    ...     {"n": 1}["n"] + "x"
+    ...     [][0]
     Traceback (most recent call last):
     ...
-    monitor.stats.state_contract.StateError: bad Demo state: unsupported operand type(s) for +: 'int' and 'str'
+    monitor.stats.state_contract.StateError: bad Demo state: list index out of range
     """
     try:
         yield
@@ -189,8 +189,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def restorer(name: str) -> Callable[[_F], _F]:
-    """Decorate a ``from_state(cls, d, ...)``: ``d`` must be a dict, and restoring it cannot
-    raise anything but ``ValueError`` (:func:`restoring`). Put it under ``@classmethod``.
+    """Decorate a ``from_state(cls, d, ...)``: a dict in, only ``ValueError`` out.
+
+    ``d`` must be a dict, and restoring it cannot raise anything but ``ValueError``
+    (:func:`restoring`). Put it under ``@classmethod``.
 
     Examples
     --------
@@ -198,17 +200,17 @@ def restorer(name: str) -> Callable[[_F], _F]:
     ...     @classmethod
     ...     @restorer("Demo")
     ...     def from_state(cls, d):
-    ...         return d["n"] + 1
-    >>> Demo.from_state({"n": 3})
-    4
+    ...         return d["n"][0]
+    >>> Demo.from_state({"n": [3]})
+    3
     >>> Demo.from_state([])
     Traceback (most recent call last):
     ...
     monitor.stats.state_contract.StateError: a Demo state must be a JSON object, got list
-    >>> Demo.from_state({"n": "x"})
+    >>> Demo.from_state({"n": []})
     Traceback (most recent call last):
     ...
-    monitor.stats.state_contract.StateError: bad Demo state: can only concatenate str (not "int") to str
+    monitor.stats.state_contract.StateError: bad Demo state: list index out of range
     """
     def wrap(fn: _F) -> _F:
         @functools.wraps(fn)

@@ -343,10 +343,10 @@ class AIPWEstimator:
             obj._order[i] = [int(x) for x in o]
             obj._mask[i, idx] = True
             obj._scores[i, idx] = np.asarray(s, dtype=np.float64)
-        obj._obs_sum = np.asarray(finite_floats(state["obs_sum"], m, "obs_sum"), dtype=np.float64)
+        obj._obs_sum = np.asarray(finite_floats(state["obs_sum"], m, "obs_sum"))
         obj._thetas = [[float(x) for x in t] for t in state["thetas"]]
-        obj._theta_sum = np.asarray(finite_floats(state["theta_sum"], m, "theta_sum"), dtype=np.float64)
-        obj._z_sum = np.asarray(finite_floats(state["z_sum"], m, "z_sum"), dtype=np.float64)
+        obj._theta_sum = np.asarray(finite_floats(state["theta_sum"], m, "theta_sum"))
+        obj._z_sum = np.asarray(finite_floats(state["z_sum"], m, "z_sum"))
         obj._nobs = np.asarray([len(o) for o in obj._order], dtype=np.int64)
         obj._npulls = np.asarray([len(t) for t in obj._thetas], dtype=np.int64)
         obj._pending = [None if p is None else PullPlan.from_dict(p) for p in state["pending"]]

@@ -273,8 +273,8 @@ class BestModelCertifier:
     @restorer("BestModelCertifier")
     def from_state(cls, state: dict[str, Any]) -> BestModelCertifier:
         """Rebuild from :meth:`to_state` output."""
-        obj = cls(size(state["n_models"], "n_models"), float(state["delta"]), float(state["epsilon"]),
-                  float(state["bet_cap"]))
+        obj = cls(size(state["n_models"], "n_models"), float(state["delta"]),
+                  float(state["epsilon"]), float(state["bet_cap"]))
         obj._theta = [[float(x) for x in r] for r in state["theta"]]
         obj._lp = [[float(x) for x in r] for r in state["lp"]]
         obj._lm = [[float(x) for x in r] for r in state["lm"]]
