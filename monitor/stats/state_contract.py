@@ -151,15 +151,16 @@ def check_header(d: object, kind: str, version: int | None, name: str) -> dict[s
     >>> check_header({"kind": "demo", "version": 2}, "demo", 1, "Demo")
     Traceback (most recent call last):
     ...
-    monitor.stats.state_contract.StateError: Demo state version 2 is not supported (expected 1)
+    monitor.stats.state_contract.StateError: not a Demo state: version 2, expected 1
     """
+    art = "an" if name[:1] in tuple("AEIOU") else "a"
     if not isinstance(d, dict):
-        raise StateError(f"a {name} state must be a JSON object, got {type(d).__name__}")
+        raise StateError(f"{art} {name} state must be a JSON object, got {type(d).__name__}")
     if d.get("kind") != kind:
-        raise StateError(f"not a {name} state: kind {d.get('kind')!r}, expected {kind!r}")
+        raise StateError(f"not {art} {name} state: kind {d.get('kind')!r}, expected {kind!r}")
     got = d.get("version")
     if version is not None and (got != version or isinstance(got, bool)):
-        raise StateError(f"{name} state version {got!r} is not supported (expected {version})")
+        raise StateError(f"not {art} {name} state: version {got!r}, expected {version}")
     return d
 
 
@@ -216,7 +217,7 @@ def restorer(name: str) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         def checked(cls: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(d, dict):
-                raise StateError(f"a {name} state must be a JSON object, got {type(d).__name__}")
+                check_header(d, "", None, name)  # raises: not a JSON object
             with restoring(name):
                 return fn(cls, d, *args, **kwargs)
         return cast(_F, checked)

@@ -49,7 +49,7 @@ from typing import Any
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin_bounds import worst_log_factors
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
-from monitor.stats.state_contract import restorer
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["PlugInEProcess", "bet_grid", "plugin_rho"]
 
@@ -399,8 +399,7 @@ class PlugInEProcess:
     @restorer("PlugInEProcess")
     def from_state(cls, d: dict[str, Any]) -> PlugInEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
+        check_header(d, _STATE_KIND, 1, "PlugInEProcess")
         ep = cls(d["alpha"], d["delta"], d["side"], d["rhos"], BetConfig.from_dict(d["bet"]))
         ep._load(d)
         return ep

@@ -33,7 +33,7 @@ from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
 from monitor.stats.betting.rows_view import RowsView
-from monitor.stats.state_contract import restorer
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -401,8 +401,7 @@ class CertificateGroup:
         prototype's read-only parts as a new model's group does (a restored fleet then takes
         the memory of a live one). Otherwise the group is built from the state alone.
         """
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
+        check_header(d, _STATE_KIND, 1, "CertificateGroup")
         c = d["config"]
         if (proto is not None and "plugin_tests" in d and proto._shares_parts()
                 and c == proto._config_state()):

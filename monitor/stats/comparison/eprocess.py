@@ -42,7 +42,7 @@ from typing import Any, Literal
 from monitor.stats.betting.bets import DEFAULT_CAP, Side
 from monitor.stats.betting.plugin import bet_grid
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
-from monitor.stats.state_contract import restorer
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CELLS", "EXT_RATIO", "EXT_WEIGHT", "GRIDS", "LAM0", "DifferenceEProcess", "Grid",
            "comparison_grid", "grid_cells"]
@@ -226,8 +226,7 @@ class DifferenceEProcess:
     @restorer("DifferenceEProcess")
     def from_state(cls, d: dict[str, Any]) -> DifferenceEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a DifferenceEProcess state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "DifferenceEProcess")
         ep = cls(d["alpha"], d["side"], d["rhos"], d["grid"], d["c"])
         u = [float(v) for v in d["cells"]]
         sums = [float(v) for v in d["sums"]]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from monitor.stats.comparison.paired import PairedComparison
 from monitor.stats.comparison.unpaired import UnpairedComparison
-from monitor.stats.state_contract import restorer
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CandidateGroup", "Design"]
 
@@ -122,8 +122,7 @@ class CandidateGroup:
     @restorer("CandidateGroup")
     def from_state(cls, d: dict[str, Any]) -> CandidateGroup:
         """Rebuild from :meth:`to_state` output (kind, version and members' levels checked)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a CandidateGroup state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "CandidateGroup")
         g = cls.__new__(cls)
         g._design = d["design"]
         g._delta = float(d["delta"])
