@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting.bets import Side
-from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.observation import unit_margin
-from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
 from tests.stats.binomial import clopper_pearson_lower, clopper_pearson_upper
+from tests.support.comparison_batch import DifferenceBatch
+from tests.support.comparison_rounds import UnitRounds, paired_rounds
 
 RHOS = np.linspace(0.0, 1.0, 11).tolist()
 MARGIN = 0.02

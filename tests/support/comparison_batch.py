@@ -1,4 +1,5 @@
-"""Many independent copies of :class:`~.eprocess.DifferenceEProcess` advanced together (numpy).
+"""Many independent copies of :class:`~monitor.stats.comparison.DifferenceEProcess` advanced
+together (numpy).
 
 For Monte Carlo tests and benchmarks; agrees with the online class up to floating-point rounding
 (``tests/stats/comparison/test_comparison.py``).
