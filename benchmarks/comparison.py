@@ -1,12 +1,12 @@
 """Audited examples a comparison needs to decide, against the clairvoyant constant bettor and a
 fixed-size two-proportion test (issue 28).
 
-Streams of :mod:`monitor.stats.comparison.synthetic` (judge agreement 0.9, 3 unaudited examples
+Streams of :mod:`tests.support.comparison_rounds` (judge agreement 0.9, 3 unaudited examples
 per audited one per arm, margin 0.02, delta 0.05). For each scenario it prints, over ``--reps``
 runs, the median number of audited examples (rounds; two labels each) until the right verdict of
 the default comparison (:class:`~monitor.stats.comparison.PairedComparison`: the certificates'
 ``plugin_up`` rule on the unit-scale rounds with the comparison's bet grid, run here through its
-vectorized twin :class:`~monitor.stats.comparison.DifferenceBatch`; column ``cert grid``: the
+vectorized twin :class:`~tests.support.comparison_batch.DifferenceBatch`; column ``cert grid``: the
 same with the certificates' own grid), and divides it by
 
 - the clairvoyant constant bettor: the best fixed bet and reliance for the true distribution,
@@ -29,10 +29,10 @@ from statistics import NormalDist
 import numpy as np
 
 from monitor.stats.betting.bets import Side
-from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.eprocess import Grid
 from monitor.stats.comparison.observation import unit_margin
-from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
+from tests.support.comparison_batch import DifferenceBatch
+from tests.support.comparison_rounds import UnitRounds, paired_rounds
 
 MARGIN, DELTA = 0.02, 0.05
 RHOS = np.linspace(0.0, 1.0, 11).tolist()

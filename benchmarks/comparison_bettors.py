@@ -6,7 +6,7 @@ Re-implements the comparison e-process (plug-in reliance of
 :func:`monitor.stats.comparison.eprocess.lognormal_grid`, cap ``c = 0.95``) vectorized over runs
 with switches for the variants; every variant's bet is predictable (a function of earlier rounds)
 and capped, so each is an e-process. Prints the median audited examples to the right verdict and
-the share of runs decided within 2000 (streams of :mod:`monitor.stats.comparison.synthetic`,
+the share of runs decided within 2000 (streams of :mod:`tests.support.comparison_rounds`,
 margin 0.02, delta 0.05, 3 unaudited per audited; judge agreement 0.9 unless the name says
 ``gamma``). Variants (the ``VARIANTS`` table):
 
@@ -63,7 +63,7 @@ import numpy as np
 
 from monitor.stats.comparison.eprocess import lognormal_grid
 from monitor.stats.comparison.observation import unit_margin
-from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
+from tests.support.comparison_rounds import UnitRounds, paired_rounds
 
 C = 0.95
 RH = np.linspace(0.0, 1.0, 11)

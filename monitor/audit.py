@@ -101,9 +101,10 @@ def audit_uniform_prefixed(prefix: bytes, example_id: str) -> float:
     return first / _TWO_64
 
 
-# audit_uniform_fast: the hot path's audit_uniform_prefixed, the same float in ~0.1 instead of
-# 0.5 us: monitor.caudit.uniform, compiled by setup.py against OpenSSL's SHA-256 (the library
-# hashlib calls) when its headers are present, else the Python function.
+# audit_uniform_fast: the hot path's audit_uniform_prefixed, the same float in ~0.13 instead of
+# 0.55 us: monitor.caudit.uniform, compiled by setup.py against OpenSSL 3's EVP digest API (the
+# library hashlib calls) when its headers are present, else the Python function. Registered in
+# monitor.kernels; benchmarks/audit_hash_cost.py measures what it saves on a whole replay.
 try:
     from monitor.caudit import uniform as audit_uniform_fast
 except ImportError:  # pragma: no cover - depends on the install

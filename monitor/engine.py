@@ -421,11 +421,10 @@ class Engine:
             (see :mod:`monitor.state.restore_checks`), or is malformed. Nothing is
             half-loaded: a new engine is built and returned only on success.
         """
-        if snapshot.get("kind") != _SNAPSHOT_KIND or snapshot.get("version") != 1:
-            raise CheckpointError(
-                f"not a version-1 engine snapshot (kind={snapshot.get('kind')!r}, "
-                f"version={snapshot.get('version')!r})"
-            )
+        head = snapshot if isinstance(snapshot, dict) else {"kind": type(snapshot).__name__}
+        if head.get("kind") != _SNAPSHOT_KIND or head.get("version") != 1:
+            raise CheckpointError(f"not a version-1 engine snapshot (kind={head.get('kind')!r}, "
+                                  f"version={head.get('version')!r})")
         eng = cls(config, clock)
         if snapshot.get("config_fingerprint") != eng._fingerprint:
             raise CheckpointError(

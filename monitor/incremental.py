@@ -67,6 +67,7 @@ from monitor.checkpoint import (
     decode_checkpoint,
 )
 from monitor.errors import CheckpointError
+from monitor.snapshot_schemas import Manifest, PartDocument, convert
 
 if TYPE_CHECKING:
     from monitor.engine import Engine
@@ -190,17 +191,10 @@ class _Pending:
 
 
 def _manifest_parts(doc: dict[str, Any], key: str) -> list[tuple[str, int, str]]:
-    parts = doc.get("parts")
-    engine, position = doc.get("engine"), doc.get("position")
-    if not isinstance(engine, dict) or not isinstance(position, dict) or not isinstance(
-            parts, list):
-        raise CheckpointError(f"checkpoint {key!r} is corrupt: malformed manifest")
-    out = []
-    for entry in parts:
-        if (not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[0], str)
-                or type(entry[1]) is not int or entry[1] < 0 or not isinstance(entry[2], str)):
-            raise CheckpointError(f"checkpoint {key!r} is corrupt: malformed manifest entry")
-        out.append((entry[0], entry[1], entry[2]))
+    try:  # the declared schema: format, version, types and ranges, checked once
+        out = convert(doc, Manifest, f"checkpoint {key!r} is corrupt: its manifest").parts
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
     if len({name for name, _, _ in out}) != len(out):
         raise CheckpointError(f"checkpoint {key!r} is corrupt: a part is listed twice")
     return out
@@ -242,6 +236,10 @@ def _read(store: CheckpointStore, key: str) -> tuple[Checkpoint, dict[str, tuple
                 f"{what} does not match the manifest (found generation "
                 f"{part.get('generation')!r}, sha256 {str(part.get('sha256'))[:12]}, expected "
                 f"{digest[:12]}): modified, or overwritten by another writer")
+        try:
+            convert(part, PartDocument, what)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
         if name == _SELECTION:
             snapshot["selection"] = part.get("state")
         else:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.stats.changepoint.ppi import PPIRiskDetector
+from monitor.stats.state_contract import restorer
 
 __all__ = ["HISTORY", "CertificateEpochs"]
 
@@ -233,6 +234,7 @@ class CertificateEpochs:
         }
 
     @classmethod
+    @restorer("CertificateEpochs")
     def from_dict(cls, d: dict[str, Any]) -> CertificateEpochs:
         """Inverse of :meth:`to_dict` (detector states are validated by their classes)."""
         number, started = int(d["number"]), int(d["started_round"])

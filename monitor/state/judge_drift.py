@@ -46,6 +46,7 @@ from monitor.stats.changepoint.drift import (
     DEFAULT_DRIFT_WARMUP,
     DriftDetector,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = ["JudgeDrift"]
 
@@ -126,6 +127,7 @@ class JudgeDrift:
                 "alarms": self.alarms}
 
     @classmethod
+    @restorer("JudgeDrift")
     def from_dict(cls, d: dict[str, Any]) -> JudgeDrift:
         """Inverse of :meth:`to_dict` (the detectors validate their states)."""
         alarms = int(d["alarms"])

@@ -47,11 +47,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from monitor.config import CertificateConfig, SuiteConfig
+from monitor.snapshot_schemas import SuiteDocument, convert
 from monitor.state.model import build_group
 from monitor.state.views import active_status
 
 __all__ = ["MAX_COUNT", "STATUSES", "RefusedState", "check_counts", "check_restored_suite",
-           "check_suite_dict"]
+           "check_suite_dict", "count", "same_parameters"]
 
 STATUSES: Final = ("pending", "certified", "violated")
 # the largest count a checkpoint may hold: integers up to 2**53 are exact as floats (metrics,
@@ -63,12 +64,52 @@ class RefusedState(ValueError):
     """A checkpoint value that the configuration or the value's range does not allow."""
 
 
-def _int(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-        raise RefusedState(f"{what} must be a non-negative integer, got {x!r}")
-    if x > MAX_COUNT:
+def count(x: Any, what: str, below: int | None = None) -> int:
+    """Return ``x`` when it is a count (an integer in [0, 2**53], below ``below`` if given).
+
+    The one check of a count for every ``restore_*`` module.
+
+    Examples
+    --------
+    >>> count(3, "rounds"), count(2, "index", below=3)
+    (3, 2)
+    >>> count(3, "index", below=3)
+    Traceback (most recent call last):
+    ...
+    monitor.state.restore_checks.RefusedState: index must be a non-negative integer below 3, got 3
+    """
+    if isinstance(x, int) and not isinstance(x, bool) and x > MAX_COUNT:
         raise RefusedState(f"{what} is {x.bit_length()} bits long, above 2**53 (not a count)")
+    if (isinstance(x, bool) or not isinstance(x, int) or x < 0
+            or (below is not None and x >= below)):
+        bound = "" if below is None else f" below {below}"
+        raise RefusedState(f"{what} must be a non-negative integer{bound}, got {x!r}")
     return x
+
+
+def same_parameters(expected: dict[str, Any], got: Any, keys: Any, where: str,
+                    what: str) -> None:
+    """Refuse a state whose configuration ``keys`` differ from what the configuration builds.
+
+    ``what`` names the parameters in the message (``"detector"``, ``"strata"``...).
+
+    Examples
+    --------
+    >>> same_parameters({"alpha": 0.1}, {"alpha": 0.2}, ["alpha"], "m",
+    ...                 "detector")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    monitor.state.restore_checks.RefusedState: m: ... (alpha: checkpoint 0.2, configuration 0.1)...
+    """
+    if not isinstance(got, dict):
+        raise RefusedState(f"{where}: missing or malformed")
+    diffs = [f"{k}: checkpoint {got.get(k)!r}, configuration {expected.get(k)!r}"
+             for k in keys if got.get(k) != expected.get(k)]
+    if diffs:
+        raise RefusedState(
+            f"{where}: checkpoint was made under different {what} parameters "
+            f"({'; '.join(diffs)}); the configuration always wins: restore with the "
+            "original configuration or start from an empty checkpoint store")
 
 
 def _finite(x: Any, what: str) -> float:
@@ -93,7 +134,7 @@ def check_counts(counts: Any, what: str) -> None:
         if isinstance(v, dict):
             check_counts(v, f"{what}.{k}")
         else:
-            _int(v, f"{what}.{k}")
+            count(v, f"{what}.{k}")
 
 
 def _check_columns(cols: Any, cap: int, what: str) -> None:
@@ -106,7 +147,7 @@ def _check_columns(cols: Any, cap: int, what: str) -> None:
     for pair in cols.get("ticks", []):
         t, k = pair
         _finite(t, f"{what} tick")
-        total += _int(k, f"{what} tick count")
+        total += count(k, f"{what} tick count")
         if total > n:
             break
     if total != n:
@@ -137,20 +178,20 @@ def _check_group(expected: dict[str, Any], tdelta: float, state: Any, rounds: in
         sums = [state["sum_human"], state["sum_shift"]]
     cs = state.get("cs")
     # a missing label is a round of the default (bernstein) sequences, not of the epoch
-    if isinstance(cs, dict) and "rounds" in cs and not rounds <= _int(
+    if isinstance(cs, dict) and "rounds" in cs and not rounds <= count(
             cs["rounds"], f"{where} confidence-sequence rounds") <= rounds + missing:
         raise RefusedState(f"{where}: confidence sequence has {cs['rounds']} rounds, the "
                            f"epoch {rounds} (and {missing} missing labels)")
     # (a missing label is a round of the wsr / up rules' shared e-processes too)
     extra = 0 if "plugin_tests" in state else missing
     for side, ep in eps:
-        if not rounds <= _int(ep["rounds"], f"{where} {side} rounds") <= rounds + extra:
+        if not rounds <= count(ep["rounds"], f"{where} {side} rounds") <= rounds + extra:
             raise RefusedState(f"{where}: {side} e-process has {ep['rounds']} rounds, "
                              f"the epoch {rounds} (and {extra} missing labels)")
     for mx, crossed in progress:
         _finite(mx, f"{where} test maximum")
         if crossed is not None:
-            c = _int(crossed, f"{where} crossing round")
+            c = count(crossed, f"{where} crossing round")
             if not 0 <= c <= rounds + extra:
                 raise RefusedState(f"{where}: crossing at round {c} outside 0..{rounds}")
             if mx < -math.log(tdelta) - 1e-9:
@@ -172,6 +213,11 @@ def check_suite_dict(
     RefusedState
         Naming the suite, model and field at fault.
     """
+    what = f"suite {d.get('name')!r}" if isinstance(d, dict) else "a suite document"
+    try:  # the declared schema first (types and ranges, once), then the configuration
+        convert(d, SuiteDocument, what)
+    except ValueError as exc:
+        raise RefusedState(str(exc)) from None
     name = d["name"]
     where = f"suite {name!r}"
     wm = d["watermark"]
@@ -183,7 +229,7 @@ def check_suite_dict(
     _check_columns(d["orphans"], config.max_orphans, f"{where} orphans")
     _check_columns(d["rounded"], config.max_round_units, f"{where} rounded")
     if "refused" in d:
-        _int(d["refused"][0], f"{where} refused count")
+        count(d["refused"][0], f"{where} refused count")
     positions = _pending_positions(d["pending"], where)
     certs = {c.name: c for c in config.certificates}
     expected = {n: build_group(c, threshold_delta(c)).to_state()["config"]
@@ -191,10 +237,10 @@ def check_suite_dict(
     for md in d["models"]:
         mw = f"{where} model {md['name']!r}"
         check_counts(md["counts"], f"{mw} counts")
-        rounds = _int(md["counts"]["rounds"], f"{mw} rounds")
-        missing = _int(md["counts"].get("expired_pending", 0), f"{mw} missing labels")
+        rounds = count(md["counts"]["rounds"], f"{mw} rounds")
+        missing = count(md["counts"].get("expired_pending", 0), f"{mw} missing labels")
         for key in ("block_count", "pending_units", "orphan_labels"):
-            _int(md[key], f"{mw} {key}")
+            count(md[key], f"{mw} {key}")
         if "audit_order" in md:
             _check_audit_order(md["audit_order"], positions.get(md["name"], []), mw)
         if not 0.0 <= _finite(md["block_sum"], f"{mw} block_sum") <= md["block_count"]:
@@ -204,7 +250,7 @@ def check_suite_dict(
         if sorted(names) != sorted(certs):
             raise RefusedState(f"{mw}: certificates {sorted(names)} in the checkpoint, "
                              f"{sorted(certs)} in the configuration")
-        started = {str(c): _int(e.get("started_round", 0), f"{mw} epoch start")
+        started = {str(c): count(e.get("started_round", 0), f"{mw} epoch start")
                    for c, e in md.get("epochs", [])}
         for c, state in md["groups"]:
             first = started.get(str(c), 0)
@@ -217,10 +263,10 @@ def check_suite_dict(
             if e[0] not in STATUSES:
                 raise RefusedState(f"{mw}: unknown status {e[0]!r} for {c}/{m}")
             # under an active audit a status changes at its tests' label count
-            limit = (_int(md["active"]["labels"][0], f"{mw} active labels") if "active" in md
+            limit = (count(md["active"]["labels"][0], f"{mw} active labels") if "active" in md
                      else rounds)
             for at in (e[1], e[2]):
-                if at is not None and _int(at, f"{mw} status round") > limit:
+                if at is not None and count(at, f"{mw} status round") > limit:
                     raise RefusedState(f"{mw}: status of {c}/{m} changed at round {at} "
                                      f"after the model's {rounds} rounds")
             if e[3] is not None:
@@ -236,11 +282,11 @@ def _pending_positions(cols: Any, where: str) -> dict[str, list[int]]:
         j = _finite(p[1], f"{where} pending judge loss")
         if not 0.0 <= j <= 1.0:
             raise RefusedState(f"{where} pending: judge loss {j} outside [0, 1]")
-        if len(p) > 6 and not 0.0 <= _finite(p[5], f"{where} pending block") <= _int(
+        if len(p) > 6 and not 0.0 <= _finite(p[5], f"{where} pending block") <= count(
                 p[6], f"{where} pending block count"):
             raise RefusedState(f"{where} pending: block sum outside [0, count]")
         if len(p) > 7 and p[7] != -1:
-            out.setdefault(p[0], []).append(_int(p[7], f"{where} pending audit position"))
+            out.setdefault(p[0], []).append(count(p[7], f"{where} pending audit position"))
         if len(p) > 8:
             _check_rhos(p[8], f"{where} pending")
     return out
@@ -260,17 +306,17 @@ def _check_audit_order(v: Any, pending: list[int], where: str) -> None:
     """Check the reorder buffer: positions, waiting units, labels and blocks in range."""
     if not isinstance(v, list) or len(v) != 5 or not isinstance(v[3], list):
         raise RefusedState(f"{where}: malformed audit order")
-    nxt, applied, waiting = (_int(x, f"{where} audit order") for x in v[:3])
+    nxt, applied, waiting = (count(x, f"{where} audit order") for x in v[:3])
     ready = []
     for e in v[3]:
         if not isinstance(e, list) or len(e) != 6:
             raise RefusedState(f"{where}: malformed waiting unit {e!r}")
-        ready.append(_int(e[0], f"{where} waiting position"))
+        ready.append(count(e[0], f"{where} waiting position"))
         if e[1] is not None and not 0.0 <= _finite(e[1], f"{where} waiting label") <= 1.0:
             raise RefusedState(f"{where}: waiting label outside [0, 1]")
         if not 0.0 <= _finite(e[2], f"{where} waiting judge loss") <= 1.0:
             raise RefusedState(f"{where}: waiting judge loss outside [0, 1]")
-        if not 0.0 <= _finite(e[3], f"{where} waiting block") <= _int(e[4], f"{where} block"):
+        if not 0.0 <= _finite(e[3], f"{where} waiting block") <= count(e[4], f"{where} block"):
             raise RefusedState(f"{where}: waiting block sum outside [0, count]")
         _check_rhos(e[5], where)
     every = ready + pending

@@ -52,7 +52,7 @@ from monitor.config import SuiteConfig
 from monitor.state.epochs import HISTORY, CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.state.model import ModelState
-from monitor.state.restore_checks import MAX_COUNT, STATUSES, RefusedState
+from monitor.state.restore_checks import STATUSES, RefusedState, count, same_parameters
 from monitor.stats.changepoint.detector import RiskIncreaseDetector
 from monitor.stats.changepoint.ppi import PPIRiskDetector
 
@@ -65,27 +65,13 @@ _PPI_STATE: Final = ("moments", "detector")
 _DRIFT_STATE: Final = ("warm_sums", "band", "detector")
 
 
-def _int(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT:
-        raise RefusedState(f"{what} must be a non-negative integer, got {x!r}")
-    return x
-
-
 def _same(expected: dict[str, Any], got: Any, keys: Any, where: str) -> None:
-    if not isinstance(got, dict):
-        raise RefusedState(f"{where}: missing or malformed")
-    diffs = [f"{k}: checkpoint {got.get(k)!r}, configuration {expected.get(k)!r}"
-             for k in keys if got.get(k) != expected.get(k)]
-    if diffs:
-        raise RefusedState(
-            f"{where}: checkpoint was made under different detector parameters "
-            f"({'; '.join(diffs)}); the configuration always wins: restore with the "
-            "original configuration or start from an empty checkpoint store")
+    same_parameters(expected, got, keys, where, "detector")
 
 
 def _risk(expected: dict[str, Any], got: Any, max_rounds: int, where: str) -> None:
     _same(expected, got, _RISK_CONFIG, where)
-    if _int(got.get("rounds"), f"{where} rounds") > max_rounds:
+    if count(got.get("rounds"), f"{where} rounds") > max_rounds:
         raise RefusedState(f"{where}: watched {got['rounds']} rounds, more than the "
                            f"{max_rounds} it can have seen")
 
@@ -108,8 +94,8 @@ def _history(e: dict[str, Any], where: str) -> None:
         if not isinstance(h, list) or len(h) != 6:
             raise RefusedState(f"{where}: malformed history entry {h!r}")
         num, first, last, by, ended_by, status = h
-        if (_int(num, f"{where} history epoch") != nxt - 1 or last != end_at
-                or ended_by != end_by or not _int(first, f"{where} history round") <= last
+        if (count(num, f"{where} history epoch") != nxt - 1 or last != end_at
+                or ended_by != end_by or not count(first, f"{where} history round") <= last
                 or by not in REASONS or (by == "start") != (num == 1)
                 or status not in STATUSES or ended_by == "start"):
             raise RefusedState(f"{where}: history entry {h!r} does not lead to epoch {nxt}")
@@ -129,8 +115,8 @@ def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str,
         e = epochs[cert.name]
         fresh = CertificateEpochs.new(cert.alpha, cert.detector_threshold)
         _same(fresh.to_dict(), e, ("alpha", "arl"), f"{cw} epochs")
-        number = _int(e["number"], f"{cw} epoch number")
-        started = _int(e["started_round"], f"{cw} epoch start")
+        number = count(e["number"], f"{cw} epoch number")
+        started = count(e["started_round"], f"{cw} epoch start")
         if number < 1 or started > rounds:
             raise RefusedState(f"{cw}: epoch {number} starting at round {started} "
                                f"(the model has {rounds} rounds)")
@@ -143,8 +129,8 @@ def _epochs(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str,
         _history(e, cw)
         ended = e["ended"]
         if (not isinstance(ended, list) or len(ended) != 3
-                or _int(ended[0], f"{cw} regressions") + _int(ended[1], f"{cw} improvements")
-                != number - 1 or _int(ended[2], f"{cw} certificates lost") > ended[0]):
+                or count(ended[0], f"{cw} regressions") + count(ended[1], f"{cw} improvements")
+                != number - 1 or count(ended[2], f"{cw} certificates lost") > ended[0]):
             raise RefusedState(f"{cw}: epoch counts {ended!r} do not add up to epoch {number}")
         if e["armed"] is not True and (e["armed"] is not False or e["reason"] != "regression"):
             raise RefusedState(f"{cw}: regression detector disarmed ({e['armed']!r}) in an "
@@ -170,7 +156,7 @@ def _judge(config: SuiteConfig, md: dict[str, Any], rounds: int, where: str) -> 
                            config.judge_drift_horizon).to_dict()
     if not isinstance(d, dict):
         raise RefusedState(f"{where}: judge_drift is on but the checkpoint has no state")
-    if _int(d.get("alarms"), f"{where} judge-drift alarms") > rounds:
+    if count(d.get("alarms"), f"{where} judge-drift alarms") > rounds:
         raise RefusedState(f"{where}: {d['alarms']} judge-drift alarms in {rounds} rounds")
     for name in ("bias", "disagreement"):
         dw = f"{where} judge-drift {name} detector"
@@ -272,4 +258,4 @@ def check_suite_detectors(config: SuiteConfig, d: dict[str, Any],
     for md in d["models"]:
         check_detector_dicts(config, md, md["counts"]["rounds"],
                              f"suite {d['name']!r} model {md['name']!r}",
-                             _int(md["counts"].get("expired_pending", 0), "missing labels"))
+                             count(md["counts"].get("expired_pending", 0), "missing labels"))

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from monitor.selection import SelectionSettings
-from monitor.state.restore_checks import MAX_COUNT, RefusedState, check_counts
+from monitor.state.restore_checks import RefusedState, check_counts, count, same_parameters
 from monitor.state.selection import COUNT_KEYS
 from monitor.stats.pulse.aipw import AIPWEstimator
 from monitor.stats.pulse.bestarm import BestModelCertifier
@@ -56,11 +56,7 @@ __all__ = ["check_selection_dict"]
 
 
 def _int(x: Any, hi: int | None, what: str) -> int:
-    if (isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT
-            or (hi is not None and x >= hi)):
-        bound = "" if hi is None else f" below {hi}"
-        raise RefusedState(f"{what} must be a non-negative integer{bound}, got {x!r}")
-    return x
+    return count(x, what, below=hi)
 
 
 def _num(x: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
@@ -87,13 +83,7 @@ def _indices(x: Any, n: int, what: str) -> list[int]:
 
 
 def _same(expected: dict[str, Any], got: Any, keys: Any, where: str) -> None:
-    if not isinstance(got, dict):
-        raise RefusedState(f"{where}: missing or malformed")
-    diffs = [f"{k}: checkpoint {got.get(k)!r}, configuration {expected.get(k)!r}"
-             for k in keys if got.get(k) != expected.get(k)]
-    if diffs:
-        raise RefusedState(f"{where}: checkpoint was made under different selection "
-                           f"parameters ({'; '.join(diffs)}); the configuration always wins")
+    same_parameters(expected, got, keys, where, "selection")
 
 
 def _aipw(st: Any, expected: dict[str, Any], m: int, n: int, w: str) -> None:

@@ -51,7 +51,7 @@ from itertools import pairwise
 from typing import Any
 
 from monitor.config import CertificateConfig, SuiteConfig
-from monitor.state.restore_checks import MAX_COUNT, RefusedState
+from monitor.state.restore_checks import MAX_COUNT, RefusedState, same_parameters
 from monitor.state.strata import StrataSpec, StrataState
 from monitor.state.strata_order import StrataOrder
 
@@ -84,13 +84,7 @@ def _same(expected: dict[str, Any], got: Any, keys: tuple[str, ...], where: str)
         raise RefusedState(f"{where}: present in only one of checkpoint and configuration")
     if expected is None:
         return
-    if not isinstance(got, dict):
-        raise RefusedState(f"{where}: malformed")
-    diffs = [f"{k}: checkpoint {got.get(k)!r}, configuration {expected.get(k)!r}"
-             for k in keys if got.get(k) != expected.get(k)]
-    if diffs:
-        raise RefusedState(f"{where}: checkpoint was made under different strata parameters "
-                           f"({'; '.join(diffs)}); the configuration always wins")
+    same_parameters(expected, got, keys, where, "strata")
 
 
 def _partition(spec: StrataSpec, exp: dict[str, Any], d: dict[str, Any], where: str) -> None:

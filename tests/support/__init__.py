@@ -9,6 +9,9 @@ Nothing here ships in the certmon wheel (the packages are ``monitor`` and ``cons
 - :mod:`tests.support.tansu_broker`: the last-resort Tansu broker of the Kafka fixtures;
 - :mod:`tests.support.plugin_batch`: many ``plugin_up`` e-processes vectorized over streams
   (Monte Carlo tests and ``benchmarks/labels_vs_oracle.py``);
+- :mod:`tests.support.comparison_rounds`, :mod:`tests.support.comparison_batch`: vectorized
+  synthetic comparison rounds and the comparison e-process vectorized over streams (Monte Carlo
+  tests and ``benchmarks/comparison.py``);
 - :mod:`tests.support.metrics_reference`: the sample-by-sample state collector the text
   renderer must reproduce byte for byte (``tests/test_metrics_render.py``).
 

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.stats.betting.bets import Side
+from monitor.stats.state_contract import check_header
 
 __all__ = ["STATE_KIND", "OneSidedBase", "check_round", "check_state"]
 
@@ -221,5 +222,4 @@ class OneSidedBase:
 
 def check_state(d: dict[str, Any]) -> None:
     """Raise ``ValueError`` unless ``d`` is a one-sided test's state document (kind, version)."""
-    if d.get("kind") != STATE_KIND or d.get("version") != 1:
-        raise ValueError(f"not an AutoEvalTest state (kind={d.get('kind')!r})")
+    check_header(d, STATE_KIND, 1, "AutoEvalTest")

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 from monitor.stats.betting.autoeval_base import OneSidedBase, check_round, check_state
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.eprocess import BettingEProcess
+from monitor.stats.state_contract import restorer
 
 __all__ = ["MixtureTest", "advance_pair", "advance_verified_pair"]
 
@@ -193,6 +194,7 @@ class MixtureTest(OneSidedBase):
         return self._state(self._ep.to_state())
 
     @classmethod
+    @restorer("MixtureTest")
     def from_state(cls, d: dict[str, Any]) -> MixtureTest:
         """Rebuild a test from :meth:`to_state` output (bit-identical continuation)."""
         check_state(d)

@@ -19,6 +19,7 @@ from monitor.stats.betting.autoeval_base import OneSidedBase, check_round, check
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.plugin_bounds import worst_human
+from monitor.stats.state_contract import restorer
 
 __all__ = ["PlugInTest"]
 
@@ -211,6 +212,7 @@ class PlugInTest(OneSidedBase):
         return self._state(self._pl.to_state())
 
     @classmethod
+    @restorer("PlugInTest")
     def from_state(cls, d: dict[str, Any]) -> PlugInTest:
         """Rebuild a test from :meth:`to_state` output (bit-identical continuation)."""
         check_state(d)

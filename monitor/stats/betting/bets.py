@@ -28,6 +28,8 @@ from typing import Literal
 
 import numpy as np
 
+from monitor.stats.state_contract import restorer
+
 __all__ = [
     "DEFAULT_CAP",
     "DEFAULT_CS_GRID",
@@ -140,6 +142,7 @@ class BetConfig:
                 "up_grid": self.up_grid}
 
     @classmethod
+    @restorer("BetConfig")
     def from_dict(cls, d: dict[str, object]) -> BetConfig:
         """Build a config from :meth:`to_dict` output; unknown keys raise ``ValueError``."""
         unknown = set(d) - {"rule", "c", "horizon", "up_grid"}

@@ -27,6 +27,7 @@ from monitor.stats.betting.grid_wealth import (
     update_log_wealth,
     wsr_bets,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = ["HedgedConfidenceSequence"]
 
@@ -353,6 +354,7 @@ class HedgedConfidenceSequence:
         }
 
     @classmethod
+    @restorer("HedgedConfidenceSequence")
     def from_state(cls, d: dict[str, Any]) -> HedgedConfidenceSequence:
         """Rebuild from :meth:`to_state` output; continues bit-identically.
 

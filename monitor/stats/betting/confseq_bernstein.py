@@ -30,6 +30,7 @@ from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
 from monitor.stats.betting.grid_wealth import edge_limit
 from monitor.stats.betting.members import BernsteinMember
+from monitor.stats.state_contract import restorer
 
 __all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
 
@@ -434,6 +435,7 @@ class BernsteinSequences:
                            self.members[j].is_valid, *self._cap_edges[j]] for j in which]}
 
     @classmethod
+    @restorer("BernsteinSequences")
     def from_state(cls, d: dict[str, Any]) -> BernsteinSequences:
         """Rebuild from :meth:`to_state` output; continuing is bit-identical."""
         if d.get("format") != FORMAT or d.get("version") != _VERSION:

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.stats.betting.bets import BetConfig, Side, bet_cap, up_grid, wsr_prior, wsr_scale
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["BettingEProcess"]
 
@@ -382,11 +383,10 @@ class BettingEProcess:
         return d
 
     @classmethod
+    @restorer("BettingEProcess")
     def from_state(cls, d: dict[str, Any]) -> BettingEProcess:
         """Rebuild an e-process from :meth:`to_state` output (bit-identical continuation)."""
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a BettingEProcess state (kind={d.get('kind')!r}, "
-                             f"version={d.get('version')!r})")
+        check_header(d, _STATE_KIND, 1, "BettingEProcess")
         ep = cls(d["alpha"], d["delta"], d["side"], d["lo"], d["hi"],
                  BetConfig.from_dict(d["bet"]))
         n = len(ep._lo)

@@ -49,6 +49,7 @@ from typing import Any
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin_bounds import add_worst_log_factors, worst_log_factors
 from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["PlugInEProcess", "bet_grid", "own_cells", "plugin_rho"]
 
@@ -215,7 +216,7 @@ class PlugInEProcess:
         (True, 1)
         """
         if self._rounds or self._since or self._learned:
-            raise ValueError("spawn from a process that has seen no round")
+            raise ValueError("spawn only from a process that has seen no round (a prototype)")
         new = PlugInEProcess.__new__(PlugInEProcess)  # explicit: faster than copy.copy
         new._alpha, new._delta = self._alpha, self._delta
         new._side, new._bet = self._side, self._bet
@@ -440,10 +441,10 @@ class PlugInEProcess:
         }
 
     @classmethod
+    @restorer("PlugInEProcess")
     def from_state(cls, d: dict[str, Any]) -> PlugInEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
+        check_header(d, _STATE_KIND, 1, "PlugInEProcess")
         ep = cls(d["alpha"], d["delta"], d["side"], d["rhos"], BetConfig.from_dict(d["bet"]))
         ep._load(d)
         return ep

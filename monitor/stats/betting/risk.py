@@ -22,6 +22,7 @@ from monitor.stats.betting.autoeval import (
     restore_test,
 )
 from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CS_KINDS", "METHODS", "Interval", "RiskMonitor", "Status", "check_cs_kind",
            "check_level"]
@@ -408,10 +409,10 @@ class RiskMonitor:
         }
 
     @classmethod
+    @restorer("RiskMonitor")
     def from_state(cls, d: dict[str, Any]) -> RiskMonitor:
         """Rebuild from :meth:`to_state` output; continuing is bit-identical to never stopping."""
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a RiskMonitor state (kind={d.get('kind')!r})")
+        check_header(d, _STATE_KIND, 1, "RiskMonitor")
         cs = None
         if d["cs"] is not None:
             cs = interval_from_state(d["cs"])

@@ -33,6 +33,7 @@ from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
 from monitor.stats.betting.rows_view import RowsView
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
 
@@ -194,7 +195,7 @@ class CertificateGroup:
         True
         """
         if self.rounds or self._restarted:
-            raise ValueError("spawn from a group that has seen no round")
+            raise ValueError("spawn only from a group that has seen no round (a prototype)")
         if not self._plugin or not isinstance(self._grid, BernsteinSequences | None):
             return CertificateGroup(self._alpha, self._delta, self._methods, self._bet,
                                     n_rhos=self._n_rhos, cs_grid=self._cs_grid,
@@ -406,6 +407,7 @@ class CertificateGroup:
         }
 
     @classmethod
+    @restorer("CertificateGroup")
     def from_state(cls, d: dict[str, Any], proto: CertificateGroup | None = None
                    ) -> CertificateGroup:
         """Rebuild from :meth:`to_state` output; continuing is bit-identical.
@@ -416,8 +418,7 @@ class CertificateGroup:
         prototype's read-only parts as a new model's group does (a restored fleet then takes
         the memory of a live one). Otherwise the group is built from the state alone.
         """
-        if d.get("kind") != _STATE_KIND or d.get("version") != 1:
-            raise ValueError(f"not a CertificateGroup state (kind={d.get('kind')!r})")
+        check_header(d, _STATE_KIND, 1, "CertificateGroup")
         c = d["config"]
         if (proto is not None and "plugin_tests" in d and proto._shares_parts()
                 and c == proto._config_state()):

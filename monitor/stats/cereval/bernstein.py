@@ -17,6 +17,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.state_contract import check_header, restorer
+
 __all__ = [
     "MIN_LOG_FACTOR",
     "SequentialMean",
@@ -279,8 +281,10 @@ class SequentialMean:
                 "sum": self._sum, "comp": self._comp}
 
     @classmethod
+    @restorer("SequentialMean")
     def from_state(cls, state: dict[str, object]) -> SequentialMean:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "cereval_seq", None, "SequentialMean")
         obj = cls(float(state["delta"]))  # type: ignore[arg-type]
         obj._n = int(state["n"])  # type: ignore[call-overload]
         obj._sum = float(state["sum"])  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats.cereval.bernstein import MIN_LOG_FACTOR, bernstein_radius
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["StratifiedCertifiedMean", "traffic_weighted_mean"]
 
@@ -317,8 +318,10 @@ class StratifiedCertifiedMean:
         }
 
     @classmethod
+    @restorer("StratifiedCertifiedMean")
     def from_state(cls, state: dict[str, object]) -> StratifiedCertifiedMean:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "cereval_stratified", None, "StratifiedCertifiedMean")
         w = state["weights"]
         obj = cls(
             int(state["n_strata"]),  # type: ignore[call-overload]

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats.cereval.bernstein import bernstein_radius
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = [
     "DEFAULT_BIN_WARMUP",
@@ -93,8 +94,10 @@ class LabelStrata:
         return {"kind": "label_strata", "n_strata": self._k, "names": list(self._names)}
 
     @classmethod
+    @restorer("LabelStrata")
     def from_state(cls, state: dict[str, object]) -> LabelStrata:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "label_strata", None, "LabelStrata")
         obj = cls(int(state["n_strata"]))  # type: ignore[call-overload]
         obj._names = [str(x) for x in state["names"]]  # type: ignore[attr-defined]
         return obj
@@ -182,8 +185,10 @@ class JudgeLossBins:
                 "buffer": list(self._buffer), "edges": self._edges}
 
     @classmethod
+    @restorer("JudgeLossBins")
     def from_state(cls, state: dict[str, object]) -> JudgeLossBins:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "judge_loss_bins", None, "JudgeLossBins")
         obj = cls(int(state["n_bins"]), int(state["warmup"]))  # type: ignore[call-overload]
         obj._buffer = [float(x) for x in state["buffer"]]  # type: ignore[attr-defined]
         e = state["edges"]
@@ -261,8 +266,10 @@ class NearestNeighbourPartition:
                 "references": self._ref.tolist(), "labels": self._lab.tolist()}
 
     @classmethod
+    @restorer("NearestNeighbourPartition")
     def from_state(cls, state: dict[str, object]) -> NearestNeighbourPartition:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "knn_partition", None, "NearestNeighbourPartition")
         return cls(state["references"], state["labels"],  # type: ignore[arg-type]
                    int(state["n_strata"]))  # type: ignore[call-overload]
 

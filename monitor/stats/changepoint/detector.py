@@ -40,6 +40,7 @@ from monitor.stats.changepoint.thresholds import (
     check_fractions,
     threshold_from,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = [
     "DEFAULT_HORIZON",
@@ -380,6 +381,7 @@ class RiskIncreaseDetector:
         }
 
     @classmethod
+    @restorer("RiskIncreaseDetector")
     def from_state(cls, d: dict[str, Any]) -> RiskIncreaseDetector:
         """Rebuild a detector from :meth:`to_state` output, validating every value.
 

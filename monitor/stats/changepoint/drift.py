@@ -34,6 +34,7 @@ from monitor.stats.changepoint.drift_batch import (
     eb_band,
     run_drift_batch,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = [
     "DEFAULT_DRIFT_HORIZON",
@@ -337,6 +338,7 @@ class DriftDetector:
         }
 
     @classmethod
+    @restorer("DriftDetector")
     def from_state(cls, d: dict[str, Any]) -> DriftDetector:
         """Rebuild from :meth:`to_state` output, validating every value.
 

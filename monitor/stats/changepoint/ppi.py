@@ -23,6 +23,7 @@ from monitor.stats.changepoint.detector import (
     Kind,
     RiskIncreaseDetector,
 )
+from monitor.stats.state_contract import restorer
 
 __all__ = ["PPIRiskDetector", "plugin_rho", "plugin_rho_float", "ppi_views_batch"]
 
@@ -337,6 +338,7 @@ class PPIRiskDetector:
         }
 
     @classmethod
+    @restorer("PPIRiskDetector")
     def from_state(cls, d: dict[str, Any]) -> PPIRiskDetector:
         """Rebuild from :meth:`to_state` output, validating every value.
 

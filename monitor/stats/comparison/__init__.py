@@ -8,8 +8,9 @@ What lives here: the paired observation of the difference and its map onto the c
 ``[0, 1]`` scale (:mod:`.observation`), the anytime one-sided bounds that agree with the
 verdicts (:mod:`.bound`), the paired design (shadow traffic, :mod:`.paired`), the unpaired
 design (a live split, :mod:`.unpaired`), several candidates sharing the error budget
-(:mod:`.group`) and vectorized synthetic rounds for tests and benchmarks (:mod:`.synthetic`).
-The e-process (:mod:`.eprocess`, vectorized twin :mod:`.batch`) is the certificates' default
+(:mod:`.group`). Vectorized synthetic rounds and the e-process's vectorized twin, used only by
+tests and benchmarks, live in ``tests/support`` (``comparison_rounds.py``, ``comparison_batch.py``).
+The e-process (:mod:`.eprocess`) is the certificates' default
 rule (their per-round functions and plug-in reliance) with a bet grid for comparisons; the change
 detector is :class:`monitor.stats.changepoint.RiskIncreaseDetector`.
 
@@ -26,7 +27,6 @@ Examples
 
 from __future__ import annotations
 
-from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.bound import DifferenceBound
 from monitor.stats.comparison.eprocess import (
     DifferenceEProcess,
@@ -48,7 +48,6 @@ from monitor.stats.comparison.unpaired import UnpairedComparison
 __all__ = [
     "CandidateGroup",
     "ComparisonStatus",
-    "DifferenceBatch",
     "DifferenceBound",
     "DifferenceEProcess",
     "PairedComparison",

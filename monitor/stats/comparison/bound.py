@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from monitor.stats.betting.bets import Side
 from monitor.stats.comparison.eprocess import Grid, grid_cells
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["STEP", "WINDOW", "DifferenceBound"]
 
@@ -147,10 +148,10 @@ class DifferenceBound:
                 "cells": [[float(v) for v in row] for row in self._cells]}
 
     @classmethod
+    @restorer("DifferenceBound")
     def from_state(cls, d: dict[str, Any]) -> DifferenceBound:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a DifferenceBound state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "DifferenceBound")
         b = cls(float(d["alpha"]), d["side"], float(d["delta"]), float(d["c"]), d["grid"])
         pts = np.array([float(v) for v in d["points"]], dtype=np.float64)
         cells = np.array(d["cells"], dtype=np.float64).reshape(pts.size, b._lam.size)

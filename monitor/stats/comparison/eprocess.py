@@ -66,6 +66,7 @@ from typing import Any, Literal
 
 from monitor.stats.betting.bets import DEFAULT_CAP, BetConfig, Side
 from monitor.stats.betting.plugin import PlugInEProcess, bet_grid
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CELLS", "EXT_RATIO", "EXT_WEIGHT", "GRIDS", "LAM0", "LN_CELLS", "LN_MEDIAN",
            "LN_SIGMA", "DifferenceEProcess", "Grid", "comparison_grid", "grid_cells",
@@ -250,10 +251,10 @@ class DifferenceEProcess:
                 "rounds": d["rounds"], "sums": d["sums"], "ref": d["ref"], "cells": d["cells"]}
 
     @classmethod
+    @restorer("DifferenceEProcess")
     def from_state(cls, d: dict[str, Any]) -> DifferenceEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a DifferenceEProcess state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "DifferenceEProcess")
         ep = cls(d["alpha"], d["side"], d["rhos"], d["grid"], d["c"])
         inner = ep._ep.to_state()
         rounds = int(d["rounds"])

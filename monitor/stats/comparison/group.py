@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from monitor.stats.comparison.paired import PairedComparison
 from monitor.stats.comparison.unpaired import UnpairedComparison
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CandidateGroup", "Design"]
 
@@ -118,10 +119,10 @@ class CandidateGroup:
                 "members": {n: m.to_state() for n, m in self._members.items()}}
 
     @classmethod
+    @restorer("CandidateGroup")
     def from_state(cls, d: dict[str, Any]) -> CandidateGroup:
         """Rebuild from :meth:`to_state` output (kind, version and members' levels checked)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a CandidateGroup state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "CandidateGroup")
         g = cls.__new__(cls)
         g._design = d["design"]
         g._delta = float(d["delta"])

@@ -27,6 +27,7 @@ from monitor.stats.comparison.observation import (
     to_unit,
     unit_margin,
 )
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["DEFAULT_RHOS", "ComparisonStatus", "PairedComparison"]
 
@@ -298,10 +299,10 @@ class PairedComparison:
                 "non_inferior_at": self._ni_at, "inferior_at": self._inf_at}
 
     @classmethod
+    @restorer("PairedComparison")
     def from_state(cls, d: dict[str, Any]) -> PairedComparison:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not a PairedComparison state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "PairedComparison")
         c = d["config"]
         m = cls(c["margin"], c["delta"], threshold_delta=c["threshold_delta"],
                 n_rhos=c["n_rhos"], grid=c["grid"], detector_p=c["detector_p"],

@@ -13,6 +13,7 @@ from typing import Any
 
 from monitor.stats.comparison.observation import arm_shift, check_block, check_loss
 from monitor.stats.comparison.paired import ComparisonStatus, PairedComparison
+from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["UnpairedComparison"]
 
@@ -144,10 +145,10 @@ class UnpairedComparison:
                 "baseline_queue": [list(v) for v in self._queues[1]]}
 
     @classmethod
+    @restorer("UnpairedComparison")
     def from_state(cls, d: dict[str, Any]) -> UnpairedComparison:
         """Rebuild from :meth:`to_state` output (kind and version checked)."""
-        if d.get("kind") != _KIND or d.get("version") != 1:
-            raise ValueError(f"not an UnpairedComparison state (kind={d.get('kind')!r})")
+        check_header(d, _KIND, 1, "UnpairedComparison")
         u = cls.__new__(cls)
         u._cmp = PairedComparison.from_state(d["paired"])
         qs = []

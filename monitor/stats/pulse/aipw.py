@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-# PullPlan and the pure formulas live in aipw_plan; re-exported here for existing importers.
 from monitor.stats.pulse.aipw_plan import (
     FloatArray,
     LambdaRule,
@@ -38,6 +37,9 @@ from monitor.stats.pulse.aipw_plan import (
     sequential_increments,
     step3_lambda,
 )
+
+# PullPlan and the pure formulas live in aipw_plan; re-exported here for existing importers.
+from monitor.stats.state_contract import MAX_CELLS, StateError, finite_floats, restorer, size
 
 __all__ = ["AIPWEstimator", "LambdaRule", "PullPlan", "pull_theta", "sequential_increments",
            "step3_lambda"]
@@ -329,18 +331,22 @@ class AIPWEstimator:
         }
 
     @classmethod
+    @restorer("AIPWEstimator")
     def from_state(cls, state: dict[str, Any]) -> AIPWEstimator:
         """Rebuild from :meth:`to_state` output."""
-        obj = cls(int(state["n_models"]), int(state["n_examples"]), state["lambda_rule"])
+        m, n = size(state["n_models"], "n_models"), size(state["n_examples"], "n_examples")
+        if m * n > MAX_CELLS:
+            raise StateError(f"{m} models x {n} examples is more than {MAX_CELLS} cells")
+        obj = cls(m, n, state["lambda_rule"])
         for i, (o, s) in enumerate(zip(state["order"], state["scores"], strict=True)):
             idx = np.asarray(o, dtype=np.int64)
             obj._order[i] = [int(x) for x in o]
             obj._mask[i, idx] = True
             obj._scores[i, idx] = np.asarray(s, dtype=np.float64)
-        obj._obs_sum = np.asarray(state["obs_sum"], dtype=np.float64)
+        obj._obs_sum = np.asarray(finite_floats(state["obs_sum"], m, "obs_sum"))
         obj._thetas = [[float(x) for x in t] for t in state["thetas"]]
-        obj._theta_sum = np.asarray(state["theta_sum"], dtype=np.float64)
-        obj._z_sum = np.asarray(state["z_sum"], dtype=np.float64)
+        obj._theta_sum = np.asarray(finite_floats(state["theta_sum"], m, "theta_sum"))
+        obj._z_sum = np.asarray(finite_floats(state["z_sum"], m, "z_sum"))
         obj._nobs = np.asarray([len(o) for o in obj._order], dtype=np.int64)
         obj._npulls = np.asarray([len(t) for t in obj._thetas], dtype=np.int64)
         obj._pending = [None if p is None else PullPlan.from_dict(p) for p in state["pending"]]

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.state_contract import restorer
+
 __all__ = ["FloatArray", "LambdaRule", "PullPlan", "pull_theta", "sequential_increments",
            "step3_lambda"]
 
@@ -73,6 +75,7 @@ class PullPlan:
                 "pred_min": self.pred_min, "pred_batch": list(self.pred_batch)}
 
     @classmethod
+    @restorer("PullPlan")
     def from_dict(cls, d: dict[str, Any]) -> PullPlan:
         """Inverse of :meth:`to_dict`."""
         return cls(int(d["model"]), int(d["step"]), tuple(int(x) for x in d["examples"]),

@@ -23,6 +23,7 @@ from monitor.stats.pulse.bestarm import BestModelCertifier
 # SelectionConfig and ucb_index live in selection_config; re-exported here for existing importers.
 from monitor.stats.pulse.config import Method, SelectionConfig, ucb_index
 from monitor.stats.pulse.lowrank import LogisticLowRank, RefitCost, sigmoid
+from monitor.stats.state_contract import MAX_CELLS, StateError, restorer, size
 
 __all__ = ["Method", "SelectionBandit", "SelectionConfig", "ucb_index"]
 
@@ -390,6 +391,7 @@ class SelectionBandit:
         }
 
     @classmethod
+    @restorer("SelectionBandit")
     def from_state(cls, state: dict[str, Any]) -> SelectionBandit:
         """Rebuild from :meth:`to_state` output."""
         if state.get("format") != "certmon.selection" or state.get("version") != 1:
@@ -397,7 +399,10 @@ class SelectionBandit:
         cfg = SelectionConfig.from_dict(dict(state["config"]))
         lr_state = state["lowrank"]
         v = None if lr_state is None else np.asarray(lr_state["v"], dtype=np.float64)
-        obj = cls(cfg, int(state["n_models"]), int(state["n_examples"]), example_factors=v)
+        m, n = size(state["n_models"], "n_models"), size(state["n_examples"], "n_examples")
+        if m * n > MAX_CELLS:
+            raise StateError(f"{m} models x {n} examples is more than {MAX_CELLS} cells")
+        obj = cls(cfg, m, n, example_factors=v)
         obj._aipw = AIPWEstimator.from_state(state["aipw"])
         obj._cert = BestModelCertifier.from_state(state["certifier"])
         if lr_state is not None:
@@ -409,6 +414,9 @@ class SelectionBandit:
         obj._dirty = {int(x) for x in state["dirty"]}
         obj._refits = int(state["refits"])
         obj._cost = RefitCost(**{k: int(x) for k, x in state["cost"].items()})
+        if state["predicted"] not in (True, False) or (state["predicted"] and obj._lr is None):
+            raise StateError(f"predicted must be a boolean, and true only with a low-rank "
+                             f"model, got {state['predicted']!r}")
         if state["predicted"]:
             obj._pred = np.zeros((obj._m, obj._n))
             obj._predict_rows(list(range(obj._m)))

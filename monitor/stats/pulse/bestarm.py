@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.state_contract import restorer, size
+
 FloatArray = NDArray[np.float64]
 _MARGIN = 1e-12  # guards the strict comparison against floating-point rounding of the bounds
 
@@ -268,10 +270,11 @@ class BestModelCertifier:
                 "rounds": self._rounds, "certified": self._certified}
 
     @classmethod
+    @restorer("BestModelCertifier")
     def from_state(cls, state: dict[str, Any]) -> BestModelCertifier:
         """Rebuild from :meth:`to_state` output."""
-        obj = cls(int(state["n_models"]), float(state["delta"]), float(state["epsilon"]),
-                  float(state["bet_cap"]))
+        obj = cls(size(state["n_models"], "n_models"), float(state["delta"]),
+                  float(state["epsilon"]), float(state["bet_cap"]))
         obj._theta = [[float(x) for x in r] for r in state["theta"]]
         obj._lp = [[float(x) for x in r] for r in state["lp"]]
         obj._lm = [[float(x) for x in r] for r in state["lm"]]

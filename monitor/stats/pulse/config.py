@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.stats.pulse.aipw_plan import LambdaRule
+from monitor.stats.state_contract import restorer
 
 __all__ = ["DEFAULTS", "Method", "SelectionConfig", "ucb_index"]
 
@@ -98,6 +99,7 @@ class SelectionConfig:
         return asdict(self)
 
     @classmethod
+    @restorer("SelectionConfig")
     def from_dict(cls, d: dict[str, Any]) -> SelectionConfig:
         """Inverse of :meth:`to_dict`."""
         return cls(**d)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.state_contract import restorer
+
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
@@ -377,6 +379,7 @@ class LogisticLowRank:
                 "max_newton": self._max_newton, "last_cost": self._last_cost.to_dict()}
 
     @classmethod
+    @restorer("LogisticLowRank")
     def from_state(cls, state: dict[str, Any]) -> LogisticLowRank:
         """Rebuild from :meth:`to_state` output."""
         u = np.asarray(state["u"], dtype=np.float64)

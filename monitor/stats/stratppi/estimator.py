@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.stats.state_contract import check_header, restorer
 from monitor.stats.stratppi.allocation import (
     heuristic_sd,
     optimal_allocation,
@@ -356,8 +357,10 @@ class StratifiedPPIMean:
         return out
 
     @classmethod
+    @restorer("StratifiedPPIMean")
     def from_state(cls, state: dict[str, object]) -> StratifiedPPIMean:
         """Rebuild from :meth:`to_state` output."""
+        check_header(state, "stratppi", None, "StratifiedPPIMean")
         w = state["weights"]
         obj = cls(int(state["n_strata"]), float(state["alpha"]),  # type: ignore[call-overload, arg-type]
                   None if w is None else [float(x) for x in w])  # type: ignore[attr-defined]

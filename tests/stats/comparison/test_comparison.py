@@ -13,14 +13,14 @@ from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.comparison import (
     CandidateGroup,
-    DifferenceBatch,
     DifferenceEProcess,
     PairedComparison,
     UnpairedComparison,
     difference_observation,
     to_unit,
 )
-from monitor.stats.comparison.synthetic import arm_rounds, outcomes
+from tests.support.comparison_batch import DifferenceBatch
+from tests.support.comparison_rounds import arm_rounds, outcomes
 
 
 def stream(seed: int, n: int, risk_c: float, risk_b: float) -> list[tuple[float, ...]]:

@@ -2,7 +2,7 @@
 unpaired, judge biased toward the candidate), power in shadow traffic, the bound's coverage.
 
 The e-processes run vectorized with :class:`~monitor.stats.comparison.DifferenceBatch` (the
-certificates' :class:`~monitor.stats.betting.plugin_batch.PlugInBatch` on the comparison's grid),
+certificates' :class:`~tests.support.plugin_batch.PlugInBatch` on the comparison's grid),
 the vectorized twin of the :class:`~monitor.stats.comparison.DifferenceEProcess` a comparison
 runs on its unit-scale rounds (``test_comparison.py`` checks the two agree on a comparison's
 rounds)."""
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting.bets import Side
-from monitor.stats.comparison.batch import DifferenceBatch
 from monitor.stats.comparison.eprocess import Grid
 from monitor.stats.comparison.observation import unit_margin
-from monitor.stats.comparison.synthetic import UnitRounds, paired_rounds
 from tests.stats.binomial import clopper_pearson_lower, clopper_pearson_upper
+from tests.support.comparison_batch import DifferenceBatch
+from tests.support.comparison_rounds import UnitRounds, paired_rounds
 
 RHOS = np.linspace(0.0, 1.0, 11).tolist()
 MARGIN = 0.02

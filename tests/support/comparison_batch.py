@@ -1,7 +1,8 @@
-"""Many independent copies of :class:`~.eprocess.DifferenceEProcess` advanced together (numpy).
+"""Many independent copies of :class:`~monitor.stats.comparison.DifferenceEProcess` advanced
+together (numpy).
 
 For Monte Carlo tests and benchmarks: the certificates' vectorized ``plugin_up`` e-process
-(:class:`~monitor.stats.betting.plugin_batch.PlugInBatch`) on a comparison's grid, without the
+(:class:`~tests.support.plugin_batch.PlugInBatch`) on a comparison's grid, without the
 judge prior; it agrees with the online class up to floating-point rounding
 (``tests/stats/comparison/test_comparison.py``).
 
@@ -20,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from monitor.stats.betting.bets import DEFAULT_CAP, BetConfig, Side
-from monitor.stats.betting.plugin_batch import PlugInBatch
 from monitor.stats.comparison.eprocess import Grid, grid_cells
+from tests.support.plugin_batch import PlugInBatch
 
 __all__ = ["DifferenceBatch"]
 
