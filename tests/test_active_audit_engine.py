@@ -161,3 +161,36 @@ def test_forged_active_state_is_refused(forge: str) -> None:
         active["waiting"] += 1
     with pytest.raises(CheckpointError):
         Engine.restore(cfg, snap)
+
+
+def regressing_stream(n: int, seed: int, change: int, delay: int = 40) -> list[bytes]:
+    """:func:`stream`'s calibrated judge; from unit ``change`` on every unit fails w.p. >= 0.6."""
+    rng = np.random.default_rng(seed)
+    z = rng.random(n)
+    f = np.where(z < 0.85, 0.01, np.where(z < 0.9, 0.95, 0.5))
+    p = np.where(np.arange(n) < change, f, np.maximum(f, 0.6))
+    human = (rng.random(n) < p).astype(float)
+    out: list[tuple[int, bytes]] = []
+    for i in range(n):
+        base = {"suite": "qa", "model": "m", "example_id": f"x{i}"}
+        out.append((2 * i, json.dumps({"type": "judge", "event_id": f"j{i}", "ts": float(i),
+                                       "loss": float(f[i]), **base}).encode()))
+        out.append((2 * (i + delay) + 1, json.dumps(
+            {"type": "label", "event_id": f"l{i}", "ts": float(i + delay),
+             "loss": float(human[i]), **base}).encode()))
+    return [line for _, line in sorted(out, key=lambda t: t[0])]
+
+
+def test_active_regression_alert_and_fresh_epoch() -> None:
+    """Under active the regression detector runs (uniform-share rounds): a certified model
+    whose risk jumps raises ``regression`` and ``certificate_lost``; the certificate's active
+    tests restart, so the new epoch is judged on its own units (violated, not re-certified)."""
+    eng = Engine(parse_config(CONFIG.format(policy="active")))
+    alerts, _ = run(eng, regressing_stream(8000, seed=3, change=4000))
+    kinds = [a["kind"] for a in alerts]
+    assert kinds[:4] == ["certified", "regression", "certificate_lost", "violated"], kinds
+    reg = alerts[1]
+    assert 4000 < reg["ts"] < 5500 and reg["evidence"]["detector"] == "e_sr_mixture"
+    assert "certified" not in kinds[1:]
+    m = eng.state_view()["suites"]["qa"]["models"]["m"]
+    assert m["counts"]["rounds"] > 0 and m["certificates"]["risk"]["epoch"]["epoch"] == 2
