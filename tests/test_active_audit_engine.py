@@ -194,3 +194,20 @@ def test_active_regression_alert_and_fresh_epoch() -> None:
     assert "certified" not in kinds[1:]
     m = eng.state_view()["suites"]["qa"]["models"]["m"]
     assert m["counts"]["rounds"] > 0 and m["certificates"]["risk"]["epoch"]["epoch"] == 2
+
+
+def test_active_state_view_is_coherent() -> None:
+    """STATE.json of an active model: rounds are the uniform-share rounds behind the detectors
+    and confidence sequences (not 0), every audited unit is counted, the verdict's bound is
+    alpha (the sequence is not the active test's), the wealth and labels are the active tests'."""
+    eng = Engine(parse_config(CONFIG.format(policy="active")))
+    _, requests = run(eng, stream(3000, seed=5))
+    m = eng.state_view()["suites"]["qa"]["models"]["m"]
+    meth = m["certificates"]["risk"]["methods"]["r_autoeval_plus"]
+    assert 0 < m["counts"]["rounds"] == meth["cs_rounds"] <= m["active"]["labels"]
+    assert m["labels"]["audited"] == len(requests) and 0.0 <= m["labels"]["completion_ratio"] <= 1.0
+    assert meth["status"] == "certified" and meth["risk_upper_bound"] == 0.2
+    assert meth["rounds"] == m["active"]["labels"]
+    assert meth["log_e_certify"] == m["active"]["certificates"]["risk"]["log_e_certify"]
+    assert meth["cs_valid"] and meth["cs_lower"] <= meth["risk_estimate"] <= meth["cs_upper"]
+    assert m["certificates"]["risk"]["epoch"]["regression_detector"]["rounds"] > 0

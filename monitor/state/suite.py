@@ -243,9 +243,10 @@ class SuiteState:
             return
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
         if base:  # also a uniform round, in audit order (as under uniform audits)
-            unit.block_sum, unit.block_count = model.close_block()
+            block = model.close_block()
+            unit.block_sum, unit.block_count = block
             unit.rhos = model.reliances() or None
-            unit.position = model.order.assign(model.groups, ev.loss, unit.block, unit.rhos)
+            unit.position = model.order.assign(model.groups, ev.loss, block, unit.rhos)
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return

@@ -220,8 +220,11 @@ class ActiveAudit:
     # ------------------------------------------------------------------ reading
     @property
     def pi_min(self) -> float:
-        """The smallest propensity of the current policy: every unit's audit probability is
-        at least this, so the units whose coin is below it are a uniform random sample."""
+        """The smallest propensity of the current policy (every unit's is at least this).
+
+        The units whose coin is below it are audited whatever their score: a uniform
+        random sample of the stream.
+        """
         return float(self._b.pi_min[0])
 
     def status(self, j: int) -> str:
