@@ -224,7 +224,10 @@ class SuiteState:
         certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
         not decide: its probability would be unknown); the judge loss is the score. An
         audited unit waits for its label with its ticket (propensity and bets fixed now); its
-        request carries the propensity and reason ``"active"``.
+        request carries the propensity and reason ``"active"``. A unit whose coin is below
+        the policy's smallest propensity (a uniform random sample) is also a round in audit
+        order, with the other units as its block: the change and judge-drift detectors and
+        the confidence sequences run on these (docs/guarantees.md, "Active audits").
         """
         active = model.active
         if active is None:  # only called for an active model
