@@ -142,7 +142,7 @@ def test_metrics_render_an_active_engine() -> None:
     assert log_e and log_e[0] >= math.log(1 / 0.05)  # the active test's wealth
 
 
-@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting"])
+@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting", "start"])
 def test_forged_active_state_is_refused(forge: str) -> None:
     cfg = parse_config(CONFIG.format(policy="active"))
     eng = Engine(cfg)
@@ -157,6 +157,8 @@ def test_forged_active_state_is_refused(forge: str) -> None:
         active["hw"][0][0] = float("nan")
     elif forge == "threshold":  # a level the configuration does not give
         active["log_threshold"] = [0.5, 0.5]
+    elif forge == "start":  # an epoch that starts after the units judged so far
+        active["start"] = [active["n"] + 1] * len(active["start"])
     else:
         active["waiting"] += 1
     with pytest.raises(CheckpointError):
@@ -211,3 +213,20 @@ def test_active_state_view_is_coherent() -> None:
     assert meth["log_e_certify"] == m["active"]["certificates"]["risk"]["log_e_certify"]
     assert meth["cs_valid"] and meth["cs_lower"] <= meth["risk_estimate"] <= meth["cs_upper"]
     assert m["certificates"]["risk"]["epoch"]["regression_detector"]["rounds"] > 0
+
+
+def test_active_restore_after_a_regression_continues_identically() -> None:
+    """A checkpoint taken in the epoch after a regression (active tests restarted, units of
+    the old epoch still pending) restores to the same run."""
+    cfg = parse_config(CONFIG.format(policy="active"))
+    lines = regressing_stream(7000, seed=3, change=4000)
+    whole = Engine(cfg)
+    a1, r1 = run(whole, lines)
+    first = Engine(cfg)
+    a2, r2 = run(first, lines[:9500])  # the regression was raised at about unit 4735
+    assert "regression" in [a["kind"] for a in a2]
+    snap, _ = decode_checkpoint(encode_checkpoint(first.snapshot(), {"offset": 9500}))
+    restored = Engine.restore(cfg, snap)
+    a3, r3 = run(restored, lines[9500:])
+    assert a2 + a3 == a1 and r2 + r3 == r1
+    assert restored.state_view() == whole.state_view()
