@@ -142,7 +142,7 @@ def test_metrics_render_an_active_engine() -> None:
     assert log_e and log_e[0] >= math.log(1 / 0.05)  # the active test's wealth
 
 
-@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting"])
+@pytest.mark.parametrize("forge", ["lam", "nan", "threshold", "waiting", "start"])
 def test_forged_active_state_is_refused(forge: str) -> None:
     cfg = parse_config(CONFIG.format(policy="active"))
     eng = Engine(cfg)
@@ -157,7 +157,76 @@ def test_forged_active_state_is_refused(forge: str) -> None:
         active["hw"][0][0] = float("nan")
     elif forge == "threshold":  # a level the configuration does not give
         active["log_threshold"] = [0.5, 0.5]
+    elif forge == "start":  # an epoch that starts after the units judged so far
+        active["start"] = [active["n"] + 1] * len(active["start"])
     else:
         active["waiting"] += 1
     with pytest.raises(CheckpointError):
         Engine.restore(cfg, snap)
+
+
+def regressing_stream(n: int, seed: int, change: int, delay: int = 40) -> list[bytes]:
+    """:func:`stream`'s calibrated judge; from unit ``change`` on every unit fails w.p. >= 0.6."""
+    rng = np.random.default_rng(seed)
+    z = rng.random(n)
+    f = np.where(z < 0.85, 0.01, np.where(z < 0.9, 0.95, 0.5))
+    p = np.where(np.arange(n) < change, f, np.maximum(f, 0.6))
+    human = (rng.random(n) < p).astype(float)
+    out: list[tuple[int, bytes]] = []
+    for i in range(n):
+        base = {"suite": "qa", "model": "m", "example_id": f"x{i}"}
+        out.append((2 * i, json.dumps({"type": "judge", "event_id": f"j{i}", "ts": float(i),
+                                       "loss": float(f[i]), **base}).encode()))
+        out.append((2 * (i + delay) + 1, json.dumps(
+            {"type": "label", "event_id": f"l{i}", "ts": float(i + delay),
+             "loss": float(human[i]), **base}).encode()))
+    return [line for _, line in sorted(out, key=lambda t: t[0])]
+
+
+def test_active_regression_alert_and_fresh_epoch() -> None:
+    """Under active the regression detector runs (uniform-share rounds): a certified model
+    whose risk jumps raises ``regression`` and ``certificate_lost``; the certificate's active
+    tests restart, so the new epoch is judged on its own units (violated, not re-certified)."""
+    eng = Engine(parse_config(CONFIG.format(policy="active")))
+    alerts, _ = run(eng, regressing_stream(8000, seed=3, change=4000))
+    kinds = [a["kind"] for a in alerts]
+    assert kinds[:4] == ["certified", "regression", "certificate_lost", "violated"], kinds
+    reg = alerts[1]
+    assert 4000 < reg["ts"] < 5500 and reg["evidence"]["detector"] == "e_sr_mixture"
+    assert "certified" not in kinds[1:]
+    m = eng.state_view()["suites"]["qa"]["models"]["m"]
+    assert m["counts"]["rounds"] > 0 and m["certificates"]["risk"]["epoch"]["epoch"] == 2
+
+
+def test_active_state_view_is_coherent() -> None:
+    """STATE.json of an active model: rounds are the uniform-share rounds behind the detectors
+    and confidence sequences (not 0), every audited unit is counted, the verdict's bound is
+    alpha (the sequence is not the active test's), the wealth and labels are the active tests'."""
+    eng = Engine(parse_config(CONFIG.format(policy="active")))
+    _, requests = run(eng, stream(3000, seed=5))
+    m = eng.state_view()["suites"]["qa"]["models"]["m"]
+    meth = m["certificates"]["risk"]["methods"]["r_autoeval_plus"]
+    assert 0 < m["counts"]["rounds"] == meth["cs_rounds"] <= m["active"]["labels"]
+    assert m["labels"]["audited"] == len(requests) and 0.0 <= m["labels"]["completion_ratio"] <= 1.0
+    assert meth["status"] == "certified" and meth["risk_upper_bound"] == 0.2
+    assert meth["rounds"] == m["active"]["labels"]
+    assert meth["log_e_certify"] == m["active"]["certificates"]["risk"]["log_e_certify"]
+    assert meth["cs_valid"] and meth["cs_lower"] <= meth["risk_estimate"] <= meth["cs_upper"]
+    assert m["certificates"]["risk"]["epoch"]["regression_detector"]["rounds"] > 0
+
+
+def test_active_restore_after_a_regression_continues_identically() -> None:
+    """A checkpoint taken in the epoch after a regression (active tests restarted, units of
+    the old epoch still pending) restores to the same run."""
+    cfg = parse_config(CONFIG.format(policy="active"))
+    lines = regressing_stream(7000, seed=3, change=4000)
+    whole = Engine(cfg)
+    a1, r1 = run(whole, lines)
+    first = Engine(cfg)
+    a2, r2 = run(first, lines[:9500])  # the regression was raised at about unit 4735
+    assert "regression" in [a["kind"] for a in a2]
+    snap, _ = decode_checkpoint(encode_checkpoint(first.snapshot(), {"offset": 9500}))
+    restored = Engine.restore(cfg, snap)
+    a3, r3 = run(restored, lines[9500:])
+    assert a2 + a3 == a1 and r2 + r3 == r1
+    assert restored.state_view() == whole.state_view()

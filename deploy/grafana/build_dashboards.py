@@ -365,7 +365,10 @@ def model() -> dict[str, Any]:
                     "pending; dashed: alpha. The band's ends may lie across alpha when a "
                     "verdict is reached: the verdict comes from a one-sided test (see "
                     "docs/guarantees.md). An empty band: no rounds yet, or the sequence "
-                    "became empty (non-stationary risk).")
+                    "became empty (non-stationary risk). Under audit_policy \"active\" the "
+                    "estimate and band are of the uniform-share rounds (certmon_rounds_total) "
+                    "and the one-sided bound is alpha itself (the verdict is the "
+                    "inverse-propensity test's).")
     risk.update(repeat="method", repeatDirection="h", maxPerRow=3)
     lay.add(risk, 8, 9)
     lay.newline()
@@ -378,7 +381,8 @@ def model() -> dict[str, Any]:
                   by_name("certify", {"color": {"mode": "fixed", "fixedColor": "green"}}),
                   by_name("violate", {"color": {"mode": "fixed", "fixedColor": "orange"}})],
         description="A certificate is reached when a log e-value crosses log(1/delta) "
-                    "(after the multiplicity correction).")
+                    "(after the multiplicity correction). Under audit_policy \"active\": the "
+                    "inverse-propensity tests' (pending labels at their worst).")
     evalues.update(repeat="method", repeatDirection="h", maxPerRow=3)
     lay.add(evalues, 8, 9)
     lay.newline()
@@ -413,7 +417,11 @@ def model() -> dict[str, Any]:
         target(f"60 * sum(rate(certmon_rounds_total{{{m}}}[$__rate_interval]))", "rounds"),
         target(f"60 * sum(rate(certmon_judge_events_total{{{m}}}[$__rate_interval]))",
                "judge events", "B"),
-    ], minimum=0), 12, 8)
+    ], minimum=0, description="Rounds: audited units with their label. Under audit_policy "
+                              "\"active\" only the uniform-share units (coin below the "
+                              "policy's smallest propensity) are rounds: they feed the change "
+                              "detectors and confidence sequences; every judged unit enters "
+                              "the active tests."), 12, 8)
     dashed = {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]},
               "color": {"mode": "fixed", "fixedColor": "red"}}
     lay.add(timeseries("Change detection: regression statistic vs threshold", [

@@ -111,7 +111,9 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 # (name without _total, documentation, label names) of the state counters, in exposition order.
 COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("certmon_rounds", "Rounds (audited units with judge and human loss).", _MODEL),
+    ("certmon_rounds", ("Rounds (audited units with judge and human loss); under audit_policy "
+     "\"active\" the uniform-share units only (the change detectors' and confidence "
+     "sequences' rounds)."), _MODEL),
     ("certmon_labels", "Human label events accepted.", _MODEL),
     ("certmon_judge_events", "Judge events accepted.", _MODEL),
     ("certmon_unsolicited_labels", "Labels for units never audited (not used).", _MODEL),

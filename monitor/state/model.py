@@ -189,6 +189,9 @@ class ModelState:
         """End ``cert``'s epoch: fresh e-processes and statuses, detectors restarted."""
         status = self.effective[(cert.name, cert.primary_method)].status
         self.epochs[cert.name].next_epoch(reason, self.counts["rounds"], ts, status)
+        if self.active is not None:  # the certificate's active tests start afresh too
+            i = list(self.groups).index(cert.name)
+            self.active.restart((2 * i, 2 * i + 1))
         group = self.groups[cert.name] = build_group(cert, threshold_delta)
         for meth in cert.methods:
             self.monitors[(cert.name, meth)] = group[meth]

@@ -98,7 +98,13 @@ class StatusBook:
             self.refresh(None, ts, alerts)
 
     def refresh(self, model: ModelState | None, ts: float, alerts: list[Alert]) -> None:
-        """Move effective statuses to their targets: ``model``'s own, or (None) the family's."""
+        """Move effective statuses to their targets: ``model``'s own, or (None) the family's.
+
+        An active model's statuses are its active tests' (:meth:`set_active`): its uniform
+        rounds feed the detectors and confidence sequences only.
+        """
+        if model is not None and model.active is not None:
+            return
         if model is not None and not self.family_rule:
             # one model's own statuses (target_statuses of rule none/bonferroni, written out:
             # this runs every round and a status seldom changes)

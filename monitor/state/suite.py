@@ -224,18 +224,32 @@ class SuiteState:
         certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
         not decide: its probability would be unknown); the judge loss is the score. An
         audited unit waits for its label with its ticket (propensity and bets fixed now); its
-        request carries the propensity and reason ``"active"``.
+        request carries the propensity and reason ``"active"``. A unit whose coin is below
+        the policy's smallest propensity (a uniform random sample) is also a round in audit
+        order, with the other units as its block: the change and judge-drift detectors and
+        the confidence sequences run on these (docs/guarantees.md, "Active audits").
         """
         active = model.active
         if active is None:  # only called for an active model
             return
-        audited, pi, ticket = active.judge(ev.loss, self.audit.uniform(ev.model, ev.example_id))
+        coin = self.audit.uniform(ev.model, ev.example_id)
+        # a coin below the policy's smallest propensity audits whatever the score: these units
+        # are a uniform random sample, the rounds of the change and judge-drift detectors
+        base = coin < active.pi_min
+        audited, pi, ticket = active.judge(ev.loss, coin)
+        if not base:  # (audited or not) the synthetic block of the uniform rounds
+            model.add_synthetic(ev.loss)
         if not audited:
             if first is not None:
                 model.counts["unsolicited_labels"] += 1
             self._active_status(model, ev.ts, alerts)
             return
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
+        if base:  # also a uniform round, in audit order (as under uniform audits)
+            block = model.close_block()
+            unit.block_sum, unit.block_count = block
+            unit.rhos = model.reliances() or None
+            unit.position = model.order.assign(model.groups, ev.loss, block, unit.rhos)
         if first is not None:
             self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
             return
@@ -280,9 +294,10 @@ class SuiteState:
         tag = unit.tag
         self.join.mark_rounded(key)
         if tag is not None and tag[0] == ACTIVE and model.active is not None:
-            model.active.label(tag[1], human)  # (not a round of the uniform monitors)
+            model.active.label(tag[1], human)
             self._active_status(model, ts, alerts)
-            return
+            if unit.position < 0:  # not in the uniform share: no round of the detectors
+                return
         if unit.position >= 0:
             # the reliances learn from the label now; the round waits for its position
             model.learn(human, unit.judge, unit.block)
@@ -359,15 +374,14 @@ class SuiteState:
         m = self.models[unit.model]
         m.pending_units -= 1
         m.counts["expired_pending"] += 1
-        if unit.tag is not None and unit.tag[0] == ACTIVE and m.active is not None:
+        if unit.position >= 0 or (unit.tag is not None and unit.tag[0] == ACTIVE):
             self.join.mark_missing(key)
+        if unit.tag is not None and unit.tag[0] == ACTIVE and m.active is not None:
             m.active.missing(unit.tag[1])  # at its worst value for good
             self._active_status(m, ts, alerts)
-            return
-        if unit.tag is not None and m.strata is not None:  # missing for the strata too
+        elif unit.tag is not None and m.strata is not None:  # missing for the strata too
             self._stratified_label(m, m.strata, unit.tag, None, unit.judge, ts, alerts)
         if unit.position >= 0:
-            self.join.mark_missing(key)
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
                             unit.rhos, m.groups, lambda: self._waiting(m.name))
             self._release(m, ts, alerts)

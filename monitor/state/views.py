@@ -275,15 +275,26 @@ def model_view(
                 "primary": meth == c.primary_method,
             }
         if m.active is not None:  # the certificate's verdict is its active tests' (every
-            # method shows their wealth and labels; its own monitors see no round)
+            # method shows their wealth and labels); the method's own monitors see the
+            # uniform-share rounds only: their estimate and confidence sequence are of those
+            # rounds (``cs_rounds``), and the verdict's bound is alpha alone (the sequence is
+            # not the active test's: combining them would need a union bound)
             i = list(certs_config).index(c)
-            for entry in methods.values():
+            for (meth, entry), eff in zip(methods.items(),
+                                          (m.effective[(c.name, k)] for k in methods),
+                                          strict=True):
+                mon = m.monitors[(c.name, meth)]
+                entry["cs_rounds"] = mon.rounds
                 entry["rounds"] = m.active.labels
                 entry["log_e_certify"] = finite_or_none(m.active.log_e(2 * i))
                 entry["log_e_violate"] = finite_or_none(m.active.log_e(2 * i + 1))
+                entry.update(verdict_fields(eff.status, c.alpha, mon.threshold_delta, 0.0, 1.0,
+                                            False))
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
                          "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
     audited = m.order.next_position
+    if m.active is not None:  # every audited unit (the uniform-share ones are a part)
+        audited = m.active.labels + m.active.pending + m.counts["expired_pending"]
     return {
         "counts": dict(m.counts),
         "judge_bias": m.judge_bias,

@@ -103,7 +103,9 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 # (name without _total, documentation, key in model "counts") of the per-model counters.
 _COUNTERS: tuple[tuple[str, str, str], ...] = (
-    ("certmon_rounds", "Rounds (audited units with judge and human loss).", "rounds"),
+    ("certmon_rounds", ("Rounds (audited units with judge and human loss); under audit_policy "
+     "\"active\" the uniform-share units only (the change detectors' and confidence "
+     "sequences' rounds)."), "rounds"),
     ("certmon_labels", "Human label events accepted.", "labels"),
     ("certmon_judge_events", "Judge events accepted.", "judge"),
     ("certmon_unsolicited_labels", "Labels for units never audited (not used).",

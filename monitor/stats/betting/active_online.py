@@ -85,6 +85,8 @@ class ActiveAudit:
         # (None while waiting) and the known factors of the unaudited units judged after it
         self._queue: dict[int, list[Any]] = {}
         self._max = np.zeros(len(self._b.tests))  # largest claimed log e (0 at the start)
+        # per test: the first unit of its current epoch (units before it are not in its wealth)
+        self._start = np.zeros(len(self._b.tests), dtype=np.int64)
 
     # ------------------------------------------------------------------ units
     def propensity(self, f: float) -> float:
@@ -137,6 +139,9 @@ class ActiveAudit:
                 lam: np.ndarray, actual: np.ndarray | None) -> None:
         worst = self._factors(f, pi, rho, lam, None)
         factor = worst if actual is None else actual
+        if len(ticket) > 3:  # a unit judged before a test's restart is not in its wealth
+            old = int(ticket[3]) < self._start
+            worst, factor = np.where(old[:, None], 0.0, worst), np.where(old[:, None], 0.0, factor)
         self._waiting -= 1
         if self._waiting == 0:
             self._pend[:] = 0.0  # exact again (no rounding drift)
@@ -188,7 +193,40 @@ class ActiveAudit:
             b.crossed_labels[:, 0] = np.where(new, b.labels[0], b.crossed_labels[:, 0])
             b.crossed_units[:, 0] = np.where(new, b.n, b.crossed_units[:, 0])
 
+    def restart(self, tests: Sequence[int]) -> None:
+        """Start tests ``tests`` afresh (a new epoch): wealth 1 from the next unit judged.
+
+        Units judged before now, pending or not, never enter these tests' wealth again (their
+        settled factors are left out, :meth:`_settle`); bets, reliances and the policy keep
+        what they learned (they are fixed from earlier units, so they stay predictable).
+        """
+        b = self._b
+        j = np.asarray(list(tests), dtype=np.int64)
+        if j.size == 0:
+            return
+        b.logw[j] = 0.0
+        self._pend[j] = 0.0
+        self._prefix[j] = 0.0
+        for entry in self._queue.values():  # all judged before the restart
+            entry[1][j] = 0.0
+            if entry[0] is not None:
+                entry[0][j] = 0.0
+        self._max[j] = 0.0
+        b.crossed[j] = False
+        b.crossed_labels[j] = -1
+        b.crossed_units[j] = -1
+        self._start[j] = b.n
+
     # ------------------------------------------------------------------ reading
+    @property
+    def pi_min(self) -> float:
+        """The smallest propensity of the current policy (every unit's is at least this).
+
+        The units whose coin is below it are audited whatever their score: a uniform
+        random sample of the stream.
+        """
+        return float(self._b.pi_min[0])
+
     def status(self, j: int) -> str:
         """``"certified"`` / ``"violated"`` once test ``j`` crossed (by its side), else pending."""
         if not self._b.crossed[j, 0]:
@@ -247,6 +285,7 @@ class ActiveAudit:
                 "prefix": self._prefix.tolist(), "max": self._max.tolist(),
                 "queue": [[k, None if v[0] is None else v[0].tolist(), v[1].tolist()]
                           for k, v in self._queue.items()],
+                "start": self._start.tolist(),
                 **{name: getattr(b, name).tolist() for name in _ARRAYS}}
 
     @classmethod
@@ -278,6 +317,8 @@ class ActiveAudit:
         aa._queue = {int(k): [None if r is None else np.array(r, dtype=float).reshape(shape),
                               np.array(t, dtype=float).reshape(shape)]
                      for k, r, t in d["queue"]}
+        if "start" in d:  # (absent from earlier snapshots: no restart yet)
+            aa._start = np.array(d["start"], dtype=np.int64).reshape(aa._start.shape)
         aa._validate()
         return aa
 
@@ -294,7 +335,8 @@ class ActiveAudit:
         arrays += [x for v in self._queue.values() for x in v if x is not None]
         if not all(np.isfinite(np.asarray(x, dtype=float)).all() for x in arrays):
             raise ValueError("ActiveAudit state: a value is not finite")
-        if (b.hw < 0).any() or (b.ln < 0).any() or (b.labels < 0).any() or b.n < 0:
+        if ((b.hw < 0).any() or (b.ln < 0).any() or (b.labels < 0).any() or b.n < 0
+                or (self._start < 0).any() or (self._start > b.n).any()):
             raise ValueError("ActiveAudit state: a negative count")
         if self._waiting != sum(v[0] is None for v in self._queue.values()):
             raise ValueError("ActiveAudit state: waiting units do not match the queue")

@@ -141,3 +141,28 @@ def test_prefix_claim_sees_a_crossing_that_the_late_labels_hide() -> None:
     assert aa.log_e(0) < np.log(1 / 0.05)  # the wealth now has fallen back
     assert aa.status(0) == "certified" and aa.max_log_e(0) >= np.log(1 / 0.05)
     assert aa.to_state()["queue"] == []
+
+
+def test_restart_leaves_earlier_units_out() -> None:
+    """After a restart (a new epoch) a test's wealth is of later units only: a unit judged
+    before it, whose label arrives after, does not enter it (but still does in other tests)."""
+    from monitor.stats.betting.active_online import ActiveAudit
+
+    aa = ActiveAudit(0.2, [(0.3, "certify"), (0.3, "violate")], [0.05, 0.05])
+    tickets = []
+    for i in range(300):
+        _, _, t = aa.judge(0.02, (i * 0.618) % 1.0)
+        if t is not None:
+            tickets.append(t)
+    aa.restart([0])
+    assert aa.log_e(0) == 0.0 and aa.status(0) == "pending" and aa.log_e(1) != 0.0
+    for t in tickets:
+        aa.label(t, 0.0)
+    assert aa.log_e(0) == 0.0 and aa.status(0) == "pending"
+    restored = ActiveAudit.from_state(aa.to_state())
+    assert restored.to_state() == aa.to_state()
+    for i in range(300, 700):
+        _, _, t = aa.judge(0.02, (i * 0.618) % 1.0)
+        if t is not None:
+            aa.label(t, 0.0)
+    assert aa.status(0) == "certified"
