@@ -28,6 +28,8 @@ from monitor.config import parse_config
 from monitor.engine import Engine
 from monitor.kernels import KERNELS, Binding, Kernel
 from monitor.simulate import SimModel, SimulationSpec, iter_jsonl
+from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.comparison.paired import PairedComparison
 from tests.ckernels import load
 
@@ -94,6 +96,21 @@ def _reliance_args(rng: random.Random) -> tuple[Any, ...]:
             rng.random() < 0.3)
 
 
+def _worst_args(rng: random.Random) -> tuple[Any, ...]:
+    n = rng.randint(0, 30)
+    lam = [rng.choice([rng.uniform(0.01, 30.0), rng.uniform(0.01, 2.0), 1.0]) for _ in range(n)]
+    return (rng.choice([0.05, 0.1, rng.uniform(0.01, 0.99)]),
+            rng.choice(["certify", "violate"]), lam, rng.choice([0.5, 0.95, rng.random()]),
+            rng.choice([None, 0.0, 1.0, rng.random()]),
+            rng.choice([None, 0.0, 1.0, rng.random()]), rng.uniform(-1, 1))
+
+
+def _add_worst_args(rng: random.Random) -> tuple[Any, ...]:
+    alpha, side, lam, c, human, rho, shift = _worst_args(rng)
+    s = rng.choice([None, [rng.uniform(-50, 50) for _ in lam]])
+    return (s, rng.choice([1.0, -1.0]), alpha, side, lam, c, human, rho, shift)
+
+
 def _uniform_args(rng: random.Random) -> tuple[Any, ...]:
     alphabet = "ab09-_/é字😀\x00\n\"\\"
     ex = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 55, 56, 64, 200])))
@@ -105,6 +122,8 @@ INPUTS: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "monitor.stats.changepoint.ckernel.advance": _advance_args,
     "monitor.stats.betting.ckernel.step": _step_args,
     "monitor.stats.betting.ckernel.reliance": _reliance_args,
+    "monitor.stats.betting.ckernel.worst_log_factors": _worst_args,
+    "monitor.stats.betting.ckernel.add_worst_log_factors": _add_worst_args,
     "monitor.caudit.uniform": _uniform_args,
 }
 
@@ -163,7 +182,13 @@ def _workload() -> str:
     for _ in range(400):
         h = (rng.random(2) < [0.1, 0.2]).astype(float).tolist()
         cmp.update(h[0], h[1], float(rng.random()), float(rng.random()))
-    return json.dumps([eng.snapshot(), cmp.to_state()], sort_keys=True)
+    ep = PlugInEProcess(0.2, 0.1, "certify", [0.0, 0.5, 1.0], BetConfig())
+    bounds = []
+    for _ in range(50):  # a pending label's bounds (the claim path of audit order)
+        h, j = float(rng.random() < 0.1), float(rng.random())
+        bounds.append(ep.bound_terms(None, float(rng.random()) - j))
+        ep.advance(h, j)
+    return json.dumps([eng.snapshot(), cmp.to_state(), ep.to_state(), bounds], sort_keys=True)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.module)
