@@ -71,7 +71,7 @@ class KafkaTopics(BaseModel):
         description="Compacted topic of the checkpoints (`checkpoint_store = \"kafka\"`).")
     repartition: str = Field(
         default="certmon.eval-events-by-suite.v1",
-        description="Internal topic of [kafka] repartition = true: every input record "
+        description="Internal topic of [kafka] repartition (on by default): every input record "
                     "re-keyed by suite, on the partition certmon's own partitioner gives the "
                     "suite (events_partitions partitions, created with the other topics).")
 
@@ -214,13 +214,16 @@ class KafkaConfig(BaseModel):
         description="Create the missing certmon topics at start (existing topics are left "
         "alone).")
     repartition: bool = Field(
-        default=False,
-        description="Regroup the input by suite before the engines, as Kafka Streams' "
-                    "repartition topics do: a stage reads the input topics (any producer, any "
-                    "partitioner, keyed or not) and writes every record, in Kafka "
-                    "transactions, to topics.repartition on the partition of its suite; the "
-                    "engines read that topic (read_committed). Off: the input must be keyed "
-                    "by suite with one partitioner (a suite on two partitions is fenced).")
+        default=True,
+        description="Regroup the input by suite before the engines (the default), as Kafka "
+                    "Streams' repartition topics do: a stage reads the input topics (any "
+                    "producer, any partitioner, keyed or not) and writes every record, in "
+                    "Kafka transactions, to topics.repartition on the partition of its suite; "
+                    "the engines read that topic (read_committed) and their checkpoints are "
+                    "keyed by it. false: the direct path, cheaper, but the input must be keyed "
+                    "by suite with one partitioner (a suite on two partitions is fenced and "
+                    "dead-lettered). Changing it moves the checkpoints to other keys: the "
+                    "state restarts from the input's retained records.")
     events_partitions: int = Field(
         default=6, gt=0,
         description="Partitions of the input topics when certmon creates them (> 0); the "
@@ -286,8 +289,8 @@ class KafkaConfig(BaseModel):
 
         Examples
         --------
-        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=True).engine_topics()
-        (['certmon.eval-events.v1'], ['certmon.eval-events-by-suite.v1'])
+        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=False).engine_topics()
+        (['certmon.eval-events-by-suite.v1'], ['certmon.eval-events.v1'])
         """
         return [self.topics.repartition] if self.repartition else self.topics.input_topics()
 

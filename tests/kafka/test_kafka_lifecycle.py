@@ -34,7 +34,7 @@ def _config(tmp: Path, bs: str, prefix: str, **extra: object) -> Path:
     the default, 30 s, instead of the harness's 3 s)."""
     text = CONFIG_TEMPLATE.format(bs=bs, prefix=prefix, every=100, every_seconds=0.5,
                                   partitions=2, poll_ms=200, metrics="false", fetch="true",
-                                  extra_topics="")  # fmt: skip
+                                  extra_topics="", repartition="")  # fmt: skip
     extra = {"bootstrap_timeout_ms": 3000, **extra}
     lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in extra.items() if v is not None)
     path = tmp / "certmon.toml"
