@@ -47,8 +47,9 @@ class KafkaTopics(BaseModel):
 
     events: str = Field(
         "certmon.eval-events.v1",
-        description="Input topic of judge and label events, keyed by suite (a suite read from "
-        "a second partition is fenced off it).")
+        description="Input topic of judge and label events: any key or none with [kafka] "
+        "repartition (the default); keyed by suite with one partitioner with repartition = "
+        "false (a suite read from a second partition is fenced off it).")
     judge: str | None = Field(
         None,
         description="Optional second input topic of judge events, co-partitioned with `events`. "
@@ -159,10 +160,10 @@ class KafkaConfig(BaseModel):
         "answers within this many seconds.")
     shutdown_timeout_seconds: float = Field(
         default=4.0, gt=0, le=60,
-        description="On SIGTERM the final flush, checkpoint, offset commit and closes share "
-        "this many seconds (at most 60; Kubernetes' default grace period is 30 s); what the "
-        "broker cannot take in time is left to the next owner, which restores the previous "
-        "checkpoint.")
+        description="On SIGTERM the final flush, checkpoint, offset commit, closes and the "
+        "process's exit share this many seconds, counted from the signal (at most 60; "
+        "Kubernetes' default grace period is 30 s); what the broker cannot take in time is "
+        "left to the next owner, which restores the previous checkpoint.")
 
     batch_size: int = Field(
         default=2000, gt=0,

@@ -1,0 +1,91 @@
+"""Cost of the repartition path (``[kafka] repartition``, the default) against the direct path.
+
+One ``certmon run`` instance (a subprocess, the harness configuration: fetch process,
+checkpoints on the Kafka topic, alerts / requests / dead letters to Kafka) reads a topic
+that already holds every record, keyed by suite (kafka-python's partitioner, so the direct
+path fences nothing). Timed from the process start until the checkpoints cover every record
+(the harness's ``wait_caught_up``: with repartition, the stage has forwarded the whole input
+in transactions and the engines' checkpoints reach the last committed record of every
+repartition partition). The two paths alternate ``--repeat`` times on fresh topics; the
+table gives each run and the medians. Process start and the group join are in both times.
+
+The broker is ``KAFKA_BOOTSTRAP_SERVERS`` or a real Apache Kafka started from the cached jars.
+
+Usage: python benchmarks/kafka_repartition_cost.py [--units 8000] [--partitions 6] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.*
+from tests.kafka.kafka_harness import KafkaSetup, make_events  # noqa: E402
+from tests.support.kafka_broker import KafkaBroker, fetch_kafka  # noqa: E402
+
+
+def one_run(bootstrap: str, tmp: Path, repartition: bool, units: int, partitions: int,
+            seed: int) -> tuple[int, float]:  # fmt: skip
+    """Records and seconds from process start to every record checkpointed."""
+    prefix = f"b{uuid.uuid4().hex[:8]}"
+    work = tmp / prefix
+    work.mkdir()
+    setup = KafkaSetup(bootstrap, prefix, work, partitions=partitions, every=2000,
+                       every_seconds=1.0, repartition=repartition)  # fmt: skip
+    records = make_events(units, seed=seed)
+    setup.produce(records)
+    t0 = time.monotonic()
+    proc = setup.start("c")
+    try:
+        setup.wait_caught_up(timeout=300, procs=[proc])
+        took = time.monotonic() - t0
+    finally:
+        proc.terminate()
+    return len(records), took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--units", type=int, default=8000, help="judge events (labels ~+30%%)")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="certmon-repartition-"))
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        broker = KafkaBroker(tmp / "broker", fetch_kafka(), heap="512m")
+        broker.start()
+        bootstrap = broker.bootstrap_servers
+    rows: list[tuple[str, int, int, float]] = []
+    try:
+        for r in range(args.repeat):
+            for rep in (False, True):
+                n, took = one_run(bootstrap, tmp, rep, args.units, args.partitions, seed=r)
+                rows.append(("repartition" if rep else "direct", r, n, took))
+                print(f"  run {r} {rows[-1][0]:<12} {n} records in {took:.2f} s", flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"\n{args.partitions} partitions, one instance, start -> all checkpointed")
+    print(f"{'path':<12} {'records':>8} {'median s':>9} {'records/s':>10}  runs (s)")
+    medians = {}
+    for path in ("direct", "repartition"):
+        mine = [row for row in rows if row[0] == path]
+        med = statistics.median(t for *_, t in mine)
+        medians[path] = med
+        n = mine[0][2]
+        runs = ", ".join(f"{t:.2f}" for *_, t in mine)
+        print(f"{path:<12} {n:>8} {med:>9.2f} {n / med:>10.0f}  {runs}")
+    print(f"repartition / direct time: {medians['repartition'] / medians['direct']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
