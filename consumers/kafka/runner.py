@@ -335,11 +335,22 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         self._ready = not self._ckpt_failed  # after a failure: until a checkpoint is written
         if commits and commit:
             try:
-                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
+                wait = self._budget.left(self._commit_timeout_s())
                 consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                                  for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})
+
+    def _commit_timeout_s(self) -> float:
+        """Return how long an offset commit may wait.
+
+        ``request_timeout_ms``; while stopping, a third of ``shutdown_timeout_seconds``
+        (the commit is advisory: the closes after it keep their share of the budget).
+        """
+        wait = self.kafka.request_timeout_ms / 1e3
+        if self._budget.deadline is not None:
+            wait = min(wait, self.kafka.shutdown_timeout_seconds / 3)
+        return wait
 
     def _rewind(self, consumer: KafkaConsumer) -> None:
         """Reset every engine to its last durable checkpoint and seek back to it."""
