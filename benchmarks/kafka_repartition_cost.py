@@ -26,8 +26,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.*
-from tests.kafka.kafka_harness import KafkaSetup, make_events  # noqa: E402
-from tests.support.kafka_broker import KafkaBroker, fetch_kafka  # noqa: E402
+from tests.kafka.kafka_harness import KafkaSetup, make_events
+from tests.support.kafka_broker import KafkaBroker, fetch_kafka
 
 
 def one_run(bootstrap: str, tmp: Path, repartition: bool, units: int, partitions: int,
@@ -79,10 +79,11 @@ def main() -> int:
     for path in ("direct", "repartition"):
         mine = [row for row in rows if row[0] == path]
         med = statistics.median(t for *_, t in mine)
+        rate = statistics.median(n / t for _, _, n, t in mine)
         medians[path] = med
-        n = mine[0][2]
+        n = round(statistics.median(n for _, _, n, _ in mine))
         runs = ", ".join(f"{t:.2f}" for *_, t in mine)
-        print(f"{path:<12} {n:>8} {med:>9.2f} {n / med:>10.0f}  {runs}")
+        print(f"{path:<12} {n:>8} {med:>9.2f} {rate:>10.0f}  {runs}")
     print(f"repartition / direct time: {medians['repartition'] / medians['direct']:.2f}x")
     return 0
 
