@@ -134,7 +134,7 @@ def test_selection_loop_over_kafka_certifies_the_true_best_model(
     # The final checkpoint holds the certified selection state.
     store = KafkaTopicStore(kafka)
     try:
-        state, _ = load_partition_states(config, store, kafka.topics.events, range(3))
+        state, _ = load_partition_states(config, store, kafka.engine_topics()[0], range(3))
     finally:
         store.close()
     sel = state["suites"]["bench"]["selection"]
