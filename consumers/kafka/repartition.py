@@ -94,14 +94,22 @@ class Repartitioner:
         self.forwarded = 0  # records committed to the repartition topic by this process
         self.failures = 0
         self._stop = threading.Event()
+        self._started = threading.Event()  # the first session has joined its group
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Run the stage in a daemon thread (idempotent)."""
+    def start(self, wait_s: float = 0.0) -> None:
+        """Run the stage in a daemon thread (idempotent); wait up to ``wait_s`` s for it.
+
+        ``wait_s`` bounds the wait for the stage group's first assignment. The runner
+        waits before it creates the engines' consumer: a group join of the engines that
+        overlapped the stage's start-up stalled (kafka-python, seen on a loaded machine: no
+        assignment until the runner's 20 s rebalance limit).
+        """
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="certmon-repartition",
                                             daemon=True)
             self._thread.start()
+        self._started.wait(wait_s)
 
     def request_stop(self) -> None:
         """Ask the stage to stop after its batch in flight (returns at once)."""
@@ -156,6 +164,8 @@ class Repartitioner:
             log.info("repartition stage started", extra={"topic": target, "partitions": n})
             while not self._stop.is_set():
                 batches = consumer.poll(timeout_ms=k.poll_timeout_ms)
+                if consumer.assignment():
+                    self._started.set()
                 if not batches:
                     continue
                 producer = txn.producer_for(consumer.assignment())

@@ -79,6 +79,8 @@ log = logging.getLogger("certmon.kafka")
 
 __all__ = ["KafkaRunner"]
 
+STAGE_START_WAIT_S = 5.0  # longest the engines' consumer waits for the stage's first join
+
 
 class KafkaRunner(RebalanceCallbacks, StopSequence):
     """Consume, process, checkpoint; see the module docstring for the protocol.
@@ -189,13 +191,14 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
             self._sinks = open_sinks(self.config, self._outputs)
         if self._store is None:
             self._store = open_store(self.config, k, startup_bootstrap_ms(k, started))
+        if k.repartition and self._repartitioner is None:  # joined before the engines join
+            self._repartitioner = Repartitioner(k)
+            self._repartitioner.start(wait_s=min(STAGE_START_WAIT_S,
+                                                 startup_bootstrap_ms(k, started) / 1000))
         self._consumer = self._make_consumer(startup_bootstrap_ms(k, started))
         if k.fetch_process and self._fetcher is None:
             self._fetcher = FetchProcess({**k.client_kwargs(), **engine_read_kwargs(k)},
                                          k.client_id, k.batch_size, k.poll_timeout_ms)
-        if k.repartition and self._repartitioner is None:
-            self._repartitioner = Repartitioner(k)
-            self._repartitioner.start()
 
     def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
