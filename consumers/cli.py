@@ -146,6 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         def stop() -> None:
             stop_event.set()
+            if runners:  # the shutdown budget counts from the signal, not the loop's end
+                runners[0].begin_shutdown()
             if runners and runners[0].connecting:  # blocked in a bootstrap: leave it now
                 raise StopRequested
 

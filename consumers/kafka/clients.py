@@ -118,14 +118,14 @@ def open_store(config: CertmonConfig, kafka: KafkaConfig,
 def engine_read_kwargs(kafka: KafkaConfig) -> dict[str, object]:
     """Consumer settings of whatever reads the engines' topics (group member, fetch child).
 
-    With ``[kafka] repartition`` only committed transactions are read, so a record the
+    With ``[kafka] repartition`` (the default) only committed transactions are read, so a record the
     repartition stage wrote in an aborted transaction is never counted.
 
     Examples
     --------
     >>> from monitor.config.kafka import KafkaConfig
-    >>> engine_read_kwargs(KafkaConfig()), engine_read_kwargs(KafkaConfig(repartition=True))
-    ({}, {'isolation_level': 'read_committed'})
+    >>> engine_read_kwargs(KafkaConfig()), engine_read_kwargs(KafkaConfig(repartition=False))
+    ({'isolation_level': 'read_committed'}, {})
     """
     return {"isolation_level": "read_committed"} if kafka.repartition else {}
 

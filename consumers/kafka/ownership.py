@@ -196,7 +196,7 @@ class SuiteFence:
                             "suite": name, "partition": partition,
                             "owner_partition": found[name],
                             "hint": "key every producer by suite with one partitioner, or set "
-                                    "[kafka] repartition = true (any producer)"})
+                                    "[kafka] repartition = true, the default (any producer)"})
         self.conflict_at = time.monotonic()
 
     def forget(self, partition: int) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from consumers.kafka.ownership import record_suite
@@ -39,7 +38,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("certmon.kafka")
 
-__all__ = ["Repartitioner", "repartition_key", "suite_partition"]
+__all__ = ["Repartitioner", "repartition_key", "suite_partition", "transactional_id"]
+
+CLOSE_S = 1.0  # the stage's producer close, then its consumer close, within 2 * CLOSE_S
+# a transaction left open by a stage that died on partitions nobody reclaims with its id is
+# aborted by the broker after this long (as Kafka Streams' exactly-once default, 10 s)
+TRANSACTION_TIMEOUT_MS = 10_000
 
 
 def repartition_key(raw: bytes | None) -> bytes:
@@ -90,14 +94,26 @@ class Repartitioner:
         self.forwarded = 0  # records committed to the repartition topic by this process
         self.failures = 0
         self._stop = threading.Event()
+        self._started = threading.Event()  # the first session has joined its group
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Run the stage in a daemon thread (idempotent)."""
+    def start(self, wait_s: float = 0.0) -> None:
+        """Run the stage in a daemon thread (idempotent); wait up to ``wait_s`` s for it.
+
+        ``wait_s`` bounds the wait for the stage group's first assignment. The runner
+        waits before it creates the engines' consumer: a group join of the engines that
+        overlapped the stage's start-up stalled (kafka-python, seen on a loaded machine: no
+        assignment until the runner's 20 s rebalance limit).
+        """
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="certmon-repartition",
                                             daemon=True)
             self._thread.start()
+        self._started.wait(wait_s)
+
+    def request_stop(self) -> None:
+        """Ask the stage to stop after its batch in flight (returns at once)."""
+        self._stop.set()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the stage to stop and wait up to ``timeout`` s (its batch ends first)."""
@@ -119,10 +135,8 @@ class Repartitioner:
                 backoff = min(backoff * 2, self.config.retry_backoff_max_seconds)
 
     def _session(self) -> None:
-        from kafka import KafkaConsumer
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
         from kafka.structs import OffsetAndMetadata
-
-        from consumers.kafka.sinks import create_producer
 
         k = self.config
         consumer = KafkaConsumer(
@@ -131,13 +145,17 @@ class Repartitioner:
             auto_offset_reset="earliest", isolation_level="read_committed",
             max_poll_records=k.batch_size, session_timeout_ms=k.session_timeout_ms,
             heartbeat_interval_ms=k.heartbeat_interval_ms)
-        producer = None
+        txn = _Transactions(k)
+
+        class _Revoked(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                txn.close()  # before the group rebalances: the next owner reuses the id
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                pass
+
         try:
-            producer = create_producer(
-                k, client_id=f"{k.client_id}-repartition",
-                transactional_id=f"{k.group_id}.repartition.{uuid.uuid4().hex[:12]}")
-            producer.init_transactions()
-            consumer.subscribe(topics=k.topics.input_topics())
+            consumer.subscribe(topics=k.topics.input_topics(), listener=_Revoked())
             target = k.topics.repartition
             parts = consumer.partitions_for_topic(target)
             if not parts:
@@ -146,8 +164,11 @@ class Repartitioner:
             log.info("repartition stage started", extra={"topic": target, "partitions": n})
             while not self._stop.is_set():
                 batches = consumer.poll(timeout_ms=k.poll_timeout_ms)
+                if consumer.assignment():
+                    self._started.set()
                 if not batches:
                     continue
+                producer = txn.producer_for(consumer.assignment())
                 producer.begin_transaction()
                 try:
                     count = 0
@@ -167,15 +188,63 @@ class Repartitioner:
                 self.forwarded += count
         finally:
             t0 = time.monotonic()
-            if producer is not None:
-                try:
-                    producer.close(timeout=2.0)
-                except Exception as exc:
-                    log.info("repartition producer close failed", extra={"error": repr(exc)})
+            txn.close()
             try:
-                consumer.close(timeout_ms=max(100, int(2000 - 1000 * (time.monotonic() - t0))))
+                left = 2 * CLOSE_S - (time.monotonic() - t0)
+                consumer.close(timeout_ms=max(100, int(1000 * left)))
             except Exception as exc:
                 log.info("repartition consumer close failed", extra={"error": repr(exc)})
+
+
+def transactional_id(group_id: str, assignment: Any) -> str:
+    """Return the stage's transactional id for an assignment: its first input partition's.
+
+    Members of one generation own disjoint partitions, so no two live members share an id;
+    an instance restarted after ``kill -9`` that is given the same partitions reuses its id,
+    and ``init_transactions`` then aborts the transaction the dead one left open at once
+    (else ``read_committed`` readers would wait for the broker's transaction timeout).
+
+    Examples
+    --------
+    >>> from kafka.structs import TopicPartition as TP
+    >>> transactional_id("g", {TP("ev", 4), TP("ev", 1), TP("labels", 0)})
+    'g.repartition.ev-1'
+    """
+    first = min((tp.topic, tp.partition) for tp in assignment)
+    return f"{group_id}.repartition.{first[0]}-{first[1]}"
+
+
+class _Transactions:
+    """The stage's transactional producer, whose id follows the assignment."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.producer: Any = None
+        self.tid: str | None = None
+
+    def producer_for(self, assignment: Any) -> Any:
+        """Return the producer of ``assignment``'s id (a new one after a rebalance)."""
+        from consumers.kafka.sinks import create_producer
+
+        tid = transactional_id(self.config.group_id, assignment)
+        if self.producer is None or tid != self.tid:
+            self.close()
+            k = self.config
+            self.producer = create_producer(k, client_id=f"{k.client_id}-repartition",
+                                            transactional_id=tid,
+                                            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+            self.tid = tid
+            self.producer.init_transactions()  # fences and aborts this id's last owner
+        return self.producer
+
+    def close(self) -> None:
+        """Close the producer (an open transaction is aborted by the broker's fencing)."""
+        producer, self.producer, self.tid = self.producer, None, None
+        if producer is not None:
+            try:
+                producer.close(timeout=CLOSE_S)
+            except Exception as exc:
+                log.info("repartition producer close failed", extra={"error": repr(exc)})
 
 
 def _abort(producer: Any) -> None:

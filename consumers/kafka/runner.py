@@ -79,6 +79,8 @@ log = logging.getLogger("certmon.kafka")
 
 __all__ = ["KafkaRunner"]
 
+STAGE_START_WAIT_S = 5.0  # longest the engines' consumer waits for the stage's first join
+
 
 class KafkaRunner(RebalanceCallbacks, StopSequence):
     """Consume, process, checkpoint; see the module docstring for the protocol.
@@ -129,10 +131,13 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         self._joined = False  # a group assignment was received (the brokers were reached)
         self._revoked_at: float | None = None  # a revocation not yet followed by an assignment
         self._budget = ShutdownBudget()
+        self._steps: dict[str, float] = {}
+        self._stop_began = 0.0
         self.connecting = False  # inside a blocking client bootstrap (see run_kafka)
         self.final_view: dict[str, Any] | None = None
         self.events_topic = self.kafka.engine_topics()[0]  # names the checkpoint keys
         self._repartitioner: Repartitioner | None = None
+        self._mid_batch = False  # inside _process (see _process_batch)
 
     SCRAPE_WAIT_S = 2.0  # longest a scrape waits for the engines' lock
 
@@ -188,13 +193,14 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
             self._sinks = open_sinks(self.config, self._outputs)
         if self._store is None:
             self._store = open_store(self.config, k, startup_bootstrap_ms(k, started))
+        if k.repartition and self._repartitioner is None:  # joined before the engines join
+            self._repartitioner = Repartitioner(k)
+            self._repartitioner.start(wait_s=min(STAGE_START_WAIT_S,
+                                                 startup_bootstrap_ms(k, started) / 1000))
         self._consumer = self._make_consumer(startup_bootstrap_ms(k, started))
         if k.fetch_process and self._fetcher is None:
             self._fetcher = FetchProcess({**k.client_kwargs(), **engine_read_kwargs(k)},
                                          k.client_id, k.batch_size, k.poll_timeout_ms)
-        if k.repartition and self._repartitioner is None:
-            self._repartitioner = Repartitioner(k)
-            self._repartitioner.start()
 
     def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
@@ -233,6 +239,39 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
                 self._on_conflict(worker, clash)
                 rewound.add(tp.partition)
 
+    def _process_batch(self, records: dict[TopicPartition, Any]) -> None:
+        """Run :meth:`_process` under the engines' lock.
+
+        An exception out of it leaves ``_mid_batch`` set: an engine may then hold part of a
+        batch its offsets do not cover, so its work is not saved (:meth:`_save_before_drop`).
+        """
+        with self._lock:
+            self._mid_batch = True
+            self._process(records)
+            self._mid_batch = False
+
+    def _save_before_drop(self) -> None:
+        """Checkpoint the engines' unsaved work before a loop failure drops them.
+
+        Only with a store that does not need the brokers (``checkpoint_store = "local"``):
+        the checkpoint topic is unreachable in the outages that fail the loop. Nothing is
+        written after a failure inside processing (``_mid_batch``), nor by a member that
+        may have left its generation (:meth:`_maybe_checkpoint` checks it), and no offset is
+        committed (advisory only; the brokers may be gone). The outputs are flushed first as
+        for any checkpoint: if they cannot be delivered nothing is saved and the records are
+        read again from the previous checkpoint (exact, the work redone).
+        """
+        consumer = self._consumer
+        if consumer is None or self._mid_batch or self.kafka.checkpoint_store != "local":
+            return
+        try:
+            self._maybe_checkpoint(consumer, force=True, commit=False)
+        except Exception as exc:  # the loop failed already; the previous checkpoint stands
+            log.warning("checkpoint before reconnecting failed", extra={"error": repr(exc)})
+        else:
+            if not self._ckpt_failed:
+                log.info("checkpoint written before reconnecting")
+
     def _on_record_failed(self, worker: PartitionWorker, exc: RecordFailed) -> None:
         """Count and log a processing failure, then rewind the partition to retry it."""
         self.metrics.record_failed(exc.error)
@@ -269,7 +308,8 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _maybe_checkpoint(self, consumer: KafkaConsumer, force: bool = False) -> None:
+    def _maybe_checkpoint(self, consumer: KafkaConsumer, force: bool = False,
+                          commit: bool = True) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -300,13 +340,24 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
         if commits:
             self._ckpt_failed = False
         self._ready = not self._ckpt_failed  # after a failure: until a checkpoint is written
-        if commits:
+        if commits and commit:
             try:
-                wait = self._budget.left(self.kafka.request_timeout_ms / 1e3)
+                wait = self._budget.left(self._commit_timeout_s())
                 consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                                  for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})
+
+    def _commit_timeout_s(self) -> float:
+        """Return how long an offset commit may wait.
+
+        ``request_timeout_ms``; while stopping, a third of ``shutdown_timeout_seconds``
+        (the commit is advisory: the closes after it keep their share of the budget).
+        """
+        wait = self.kafka.request_timeout_ms / 1e3
+        if self._budget.deadline is not None:
+            wait = min(wait, self.kafka.shutdown_timeout_seconds / 3)
+        return wait
 
     def _rewind(self, consumer: KafkaConsumer) -> None:
         """Reset every engine to its last durable checkpoint and seek back to it."""
@@ -352,15 +403,13 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
                              and not group_busy(consumer))
                     records = consumer.poll(timeout_ms=0 if quick else self.kafka.poll_timeout_ms)
                     if records:
-                        with self._lock:
-                            self._process(records)
+                        self._process_batch(records)
                     fetched: dict[tuple[str, int], Any] = {}
                     if fetcher is not None:
                         fetched = fetcher.poll(self.kafka.poll_timeout_ms / 1000.0)
                         if fetched:
-                            with self._lock:
-                                self._process({TopicPartition(t, p): recs
-                                               for (t, p), recs in fetched.items()})
+                            self._process_batch({TopicPartition(t, p): recs
+                                                 for (t, p), recs in fetched.items()})
                     if (records or fetched) and not progressed:  # healthy again: reset backoff
                         progressed, failures, backoff = True, 0, 0.5
                     # reached: the group coordinator assigned partitions (possibly none) or
@@ -377,6 +426,7 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
                     if self._broker.reachable:  # else a write could only time out
                         self._maybe_checkpoint(consumer)
                 self.begin_shutdown()
+                self._steps["loop_exit"] = round(time.monotonic() - self._stop_began, 3)
                 self._close_consumer(clean=True)
             except StartupTimeout:
                 self._stop_stages()
@@ -389,7 +439,9 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
                 self.metrics.loop_failed(type(exc).__name__)
                 failures += 1
                 reason = log_loop_failure(exc, failures, backoff)
+                self._save_before_drop()
                 self._close_consumer(clean=False)
+                self._mid_batch = False  # the engines are dropped: the next ones start clean
                 if connected_once:
                     stop.wait(backoff)
                 else:  # the backoff does not outlast the startup deadline either

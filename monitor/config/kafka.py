@@ -47,8 +47,9 @@ class KafkaTopics(BaseModel):
 
     events: str = Field(
         "certmon.eval-events.v1",
-        description="Input topic of judge and label events, keyed by suite (a suite read from "
-        "a second partition is fenced off it).")
+        description="Input topic of judge and label events: any key or none with [kafka] "
+        "repartition (the default); keyed by suite with one partitioner with repartition = "
+        "false (a suite read from a second partition is fenced off it).")
     judge: str | None = Field(
         None,
         description="Optional second input topic of judge events, co-partitioned with `events`. "
@@ -71,7 +72,7 @@ class KafkaTopics(BaseModel):
         description="Compacted topic of the checkpoints (`checkpoint_store = \"kafka\"`).")
     repartition: str = Field(
         default="certmon.eval-events-by-suite.v1",
-        description="Internal topic of [kafka] repartition = true: every input record "
+        description="Internal topic of [kafka] repartition (on by default): every input record "
                     "re-keyed by suite, on the partition certmon's own partitioner gives the "
                     "suite (events_partitions partitions, created with the other topics).")
 
@@ -159,10 +160,10 @@ class KafkaConfig(BaseModel):
         "answers within this many seconds.")
     shutdown_timeout_seconds: float = Field(
         default=4.0, gt=0, le=60,
-        description="On SIGTERM the final flush, checkpoint, offset commit and closes share "
-        "this many seconds (at most 60; Kubernetes' default grace period is 30 s); what the "
-        "broker cannot take in time is left to the next owner, which restores the previous "
-        "checkpoint.")
+        description="On SIGTERM the final flush, checkpoint, offset commit, closes and the "
+        "process's exit share this many seconds, counted from the signal (at most 60; "
+        "Kubernetes' default grace period is 30 s); what the broker cannot take in time is "
+        "left to the next owner, which restores the previous checkpoint.")
 
     batch_size: int = Field(
         default=2000, gt=0,
@@ -214,13 +215,16 @@ class KafkaConfig(BaseModel):
         description="Create the missing certmon topics at start (existing topics are left "
         "alone).")
     repartition: bool = Field(
-        default=False,
-        description="Regroup the input by suite before the engines, as Kafka Streams' "
-                    "repartition topics do: a stage reads the input topics (any producer, any "
-                    "partitioner, keyed or not) and writes every record, in Kafka "
-                    "transactions, to topics.repartition on the partition of its suite; the "
-                    "engines read that topic (read_committed). Off: the input must be keyed "
-                    "by suite with one partitioner (a suite on two partitions is fenced).")
+        default=True,
+        description="Regroup the input by suite before the engines (the default), as Kafka "
+                    "Streams' repartition topics do: a stage reads the input topics (any "
+                    "producer, any partitioner, keyed or not) and writes every record, in "
+                    "Kafka transactions, to topics.repartition on the partition of its suite; "
+                    "the engines read that topic (read_committed) and their checkpoints are "
+                    "keyed by it. false: the direct path, cheaper, but the input must be keyed "
+                    "by suite with one partitioner (a suite on two partitions is fenced and "
+                    "dead-lettered). Changing it moves the checkpoints to other keys: the "
+                    "state restarts from the input's retained records.")
     events_partitions: int = Field(
         default=6, gt=0,
         description="Partitions of the input topics when certmon creates them (> 0); the "
@@ -286,8 +290,8 @@ class KafkaConfig(BaseModel):
 
         Examples
         --------
-        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=True).engine_topics()
-        (['certmon.eval-events.v1'], ['certmon.eval-events-by-suite.v1'])
+        >>> KafkaConfig().engine_topics(), KafkaConfig(repartition=False).engine_topics()
+        (['certmon.eval-events-by-suite.v1'], ['certmon.eval-events.v1'])
         """
         return [self.topics.repartition] if self.repartition else self.topics.input_topics()
 

@@ -78,13 +78,14 @@ heartbeat_interval_ms = 500
 events_partitions = {partitions}
 retry_backoff_max_seconds = 2.0
 bootstrap_timeout_ms = 3000
-
+{repartition}
 [kafka.topics]
 events = "{prefix}.eval-events.v1"
 alerts = "{prefix}.alerts.v1"
 requests = "{prefix}.requests.v1"
 dead_letters = "{prefix}.dead-letters.v1"
 checkpoints = "{prefix}.checkpoints.v1"
+repartition = "{prefix}.eval-events-by-suite.v1"
 {extra_topics}
 """
 
@@ -134,6 +135,9 @@ class KafkaSetup:
     metrics: bool = False
     split: bool = False  # judge and label events on their own co-partitioned topics
     fetch_process: bool = True  # records decoded by a child process (the default)
+    # [kafka] repartition: None leaves the default (on: input regrouped by suite through the
+    # internal topic); False pins the direct path, for tests of per-input-partition behaviour
+    repartition: bool | None = None
     config_path: Path = field(init=False)
     config: CertmonConfig = field(init=False)
 
@@ -145,6 +149,8 @@ class KafkaSetup:
                 every_seconds=self.every_seconds, partitions=self.partitions, poll_ms=200,
                 metrics="true" if self.metrics else "false",
                 fetch="true" if self.fetch_process else "false",
+                repartition="" if self.repartition is None
+                else f"repartition = {str(self.repartition).lower()}",
                 extra_topics=(
                     f'judge = "{self.prefix}.judge-scores.v1"\n'
                     f'labels = "{self.prefix}.human-labels.v1"'
@@ -198,7 +204,13 @@ class KafkaSetup:
         thread.start()
         return thread
 
+    @property
+    def engine_topic(self) -> str:
+        """The topic the engines read, which names the checkpoint keys."""
+        return self.kafka.engine_topics()[0]
+
     def end_offsets(self) -> dict[tuple[str, int], int]:
+        """End offsets of the input topics (what producers wrote)."""
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
         tps = [TopicPartition(t, p) for t in self.kafka.topics.input_topics()
                for p in range(self.partitions)]  # fmt: skip
@@ -206,12 +218,48 @@ class KafkaSetup:
         c.close()
         return {(tp.topic, tp.partition): off for tp, off in end.items()}
 
+    def forwarded_offsets(self) -> dict[tuple[str, int], int]:
+        """The repartition stage's committed input offsets (what it wrote, transactionally)."""
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap,  # committed() only: never joins
+                          group_id=f"{self.kafka.group_id}.repartition", enable_auto_commit=False)
+        try:
+            out = {}
+            for t in self.kafka.topics.input_topics():
+                for p in range(self.partitions):
+                    off = c.committed(TopicPartition(t, p))
+                    out[(t, p)] = int(off) if off is not None else 0
+            return out
+        finally:
+            c.close()
+
+    def engine_end_offsets(self) -> dict[tuple[str, int], int]:
+        """Where the engines are caught up: the input's end offsets on the direct path; with
+        repartition, one past the last committed record of each repartition partition (a
+        transaction's commit marker also takes an offset, so the end offset is not it)."""
+        if not self.kafka.repartition:
+            return {tp: off for tp, off in self.end_offsets().items() if off > 0}
+        topic = self.engine_topic
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                          isolation_level="read_committed")  # fmt: skip
+        tps = [TopicPartition(topic, p) for p in range(self.partitions)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        end = c.end_offsets(tps)
+        last: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + 60
+        while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+            for tp, recs in c.poll(300).items():
+                if recs:
+                    last[(topic, tp.partition)] = recs[-1].offset + 1
+        c.close()
+        return last
+
     def checkpoint_offsets(self) -> dict[tuple[str, int], int]:
         store = KafkaTopicStore(self.kafka)
         try:
             out = {}
             for p in range(self.partitions):
-                ckpt = load_checkpoint(store, partition_key(self.events_topic, p))
+                ckpt = load_checkpoint(store, partition_key(self.engine_topic, p))
                 if ckpt is not None:
                     for topic, offset in ckpt.position["offsets"].items():
                         out[(topic, p)] = int(offset)
@@ -219,9 +267,25 @@ class KafkaSetup:
         finally:
             store.close()
 
+    def wait_forwarded(self, deadline: float, procs: list[Consumer]) -> None:
+        """With repartition: wait until the stage has forwarded every input record."""
+        end = {tp: off for tp, off in self.end_offsets().items() if off > 0}
+        got: dict[tuple[str, int], int] = {}
+        while time.monotonic() < deadline:
+            got = self.forwarded_offsets()
+            if all(got.get(tp, 0) >= off for tp, off in end.items()):
+                return
+            for proc in procs:
+                assert proc.alive(), f"consumer died:\n{proc.log_tail()}"
+            time.sleep(0.3)
+        logs = "\n".join(p.log_tail() for p in procs)
+        raise AssertionError(f"not forwarded: stage offsets {got} vs end {end}\n{logs}")
+
     def wait_caught_up(self, timeout: float = 90.0, procs: list[Consumer] | None = None) -> None:
-        end = self.end_offsets()
         deadline = time.monotonic() + timeout
+        if self.kafka.repartition:
+            self.wait_forwarded(deadline, procs or [])
+        end = self.engine_end_offsets()
         got: dict[tuple[str, int], int] = {}
         while time.monotonic() < deadline:
             got = self.checkpoint_offsets()
@@ -236,11 +300,11 @@ class KafkaSetup:
     def final_state(self) -> dict[str, Any]:
         store = KafkaTopicStore(self.kafka)
         try:
-            state, _ = load_partition_states(self.config, store, self.events_topic,
+            state, _ = load_partition_states(self.config, store, self.engine_topic,
                                              range(self.partitions))  # fmt: skip
         except Exception:
             for p in range(self.partitions):  # keep the evidence for the failure report
-                data = store.load(partition_key(self.events_topic, p))
+                data = store.load(partition_key(self.engine_topic, p))
                 if data is not None:
                     (self.tmp / f"checkpoint-{p}.json").write_bytes(data)
             raise

@@ -78,7 +78,7 @@ def test_many_suites_per_partition_kill9_resume_exactly(
     store = KafkaTopicStore(setup.kafka)
     try:
         for p in range(setup.partitions):
-            ckpt = load_checkpoint(store, partition_key(setup.events_topic, p))
+            ckpt = load_checkpoint(store, partition_key(setup.engine_topic, p))
             assert ckpt is not None and ckpt.version == 2
             assert len(ckpt.snapshot["suites"]) >= 20
     finally:
@@ -92,7 +92,7 @@ def test_checkpointer_on_the_topic_with_hmac(
     eng = Engine(setup.config)
     for _, value in make_events(1200, n_suites=150, seed=2):
         eng.process(value)
-    key = partition_key(setup.events_topic, 0)
+    key = partition_key(setup.engine_topic, 0)
     store = AuthenticatedStore(KafkaTopicStore(setup.kafka), b"s" * 32)
     writer = IncrementalCheckpointer(store, key, max_part_bytes=setup.kafka.checkpoint_max_bytes)
     full = writer.save(eng, {"kind": "kafka", "partition": 0, "offsets": {"t": 1}})
@@ -136,7 +136,7 @@ def test_a_suite_document_above_a_kafka_record_is_chunked_and_restores(
                                         "loss": float(i % 7 == 0)}):
             assert eng.process(json.dumps(value).encode()).rejection is None
     assert len(eng.suites["big"].models) == 200
-    key = partition_key(setup.events_topic, 0)
+    key = partition_key(setup.engine_topic, 0)
     store = KafkaTopicStore(setup.kafka)
     writer = IncrementalCheckpointer(store, key, max_part_bytes=setup.kafka.checkpoint_max_bytes)
     stats = writer.save(eng, {"kind": "kafka", "partition": 0, "offsets": {"t": 800}})

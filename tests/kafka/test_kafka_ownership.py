@@ -1,6 +1,8 @@
 """One suite, one partition, against the broker: a mis-keyed producer writes one suite to two
 partitions; the first owner keeps it, the other partition's records of it are dead-lettered
-(``suite_partition_conflict``), counted, logged, and readiness drops; ``/metrics`` stays 200."""
+(``suite_partition_conflict``), counted, logged, and readiness drops; ``/metrics`` stays 200.
+The direct path (``[kafka] repartition = false``); the default regroups such input instead
+(``test_kafka_repartition.py``)."""
 
 from __future__ import annotations
 
@@ -92,8 +94,9 @@ def _wait_ready(consumer: Consumer, port: int) -> None:
 def test_a_suite_on_two_partitions_keeps_its_first_owner(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
+    # the direct path (repartition = false): mis-keyed input is fenced, not regrouped
     setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=2, every=100,
-                       metrics=True)  # fmt: skip
+                       metrics=True, repartition=False)  # fmt: skip
     records = make_events(900, n_suites=4, seed=5)
     phase1 = [(OWNER[k], k, v) for k, v in records[:300]]  # keyed right: partition 0 owns suite-0
     phase2, phase3 = _mis_keyed(records[300:600]), _mis_keyed(records[600:])

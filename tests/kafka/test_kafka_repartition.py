@@ -4,9 +4,10 @@ Judge scores produced with confluent-kafka's default partitioner (librdkafka's
 ``consistent_random``: crc32), labels with kafka-python (murmur2), one suite's labels
 unkeyed, into a 6-partition topic. Without regrouping, a suite lands on several partitions:
 certmon fenced all but the first and dead-lettered the rest as ``suite_partition_conflict``
-(the issue measured 25,053 of 42,000 events dead-lettered). With ``[kafka] repartition =
-true`` every event is regrouped by suite through ``topics.repartition`` in Kafka
-transactions: every valid event is counted once, none is dead-lettered, across two instances.
+(the issue measured 25,053 of 42,000 events dead-lettered). With the default configuration
+(``[kafka] repartition`` on) every event is regrouped by suite through ``topics.repartition``
+in Kafka transactions: every valid event is counted once, none is dead-lettered, across two
+instances.
 """
 
 from __future__ import annotations
@@ -20,10 +21,6 @@ import pytest
 from confluent_kafka import Producer as CkProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from consumers.kafka.checkpoints import KafkaTopicStore
-from consumers.kafka.state import load_partition_states
-from consumers.kafka.topics import ensure_topics
-from monitor.config.kafka import KafkaConfig
 from tests.kafka.kafka_harness import Consumer, KafkaSetup, make_events, replay_reference
 
 pytestmark = pytest.mark.kafka
@@ -71,34 +68,19 @@ def _partitions_of_suites(setup: KafkaSetup) -> dict[str, set[int]]:
     return out
 
 
-def _state(setup: KafkaSetup, kafka: KafkaConfig) -> dict[str, Any]:
-    store = KafkaTopicStore(kafka)
-    try:
-        state, _ = load_partition_states(setup.config, store, kafka.topics.repartition,
-                                         range(PARTITIONS))
-        return state
-    finally:
-        store.close()
-
-
 def _counts(state: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int, int]]:
     return {(s, m): (c["counts"]["judge"], c["counts"]["labels"], c["counts"]["rounds"])
             for s, suite in state["suites"].items() for m, c in suite["models"].items()}
 
 
-def test_any_producer_every_event_counted_once_none_dead_lettered(
+def test_any_producer_every_event_counted_once_none_dead_lettered_by_default(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=PARTITIONS,
                        every=200)  # fmt: skip
-    target = f"{topic_prefix}.eval-events-by-suite.v1"
-    text = setup.config_path.read_text().replace("[kafka]\n", "[kafka]\nrepartition = true\n")
-    setup.config_path.write_text(text.replace("[kafka.topics]\n",
-                                              f'[kafka.topics]\nrepartition = "{target}"\n'))
-    kafka = KafkaConfig.model_validate({**setup.kafka.model_dump(), "repartition": True,
-                                        "topics": {**setup.kafka.topics.model_dump(),
-                                                   "repartition": target}})
-    ensure_topics(kafka)
+    kafka_section = setup.config_path.read_text().split("[kafka]")[1].split("[kafka.topics]")[0]
+    assert "repartition" not in kafka_section  # the default configuration
+    assert setup.kafka.repartition and setup.engine_topic == setup.kafka.topics.repartition
     records = make_events(3000, n_suites=6, seed=25)
     ref = replay_reference(setup, records)
     sent = _produce_mixed(setup, records)
@@ -107,24 +89,13 @@ def test_any_producer_every_event_counted_once_none_dead_lettered(
     assert any(len(p) > 1 for p in spread.values()), spread  # the input really is mixed
 
     a, b = setup.start("a"), setup.start("b")
-    deadline = time.monotonic() + 180
-    state: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        for proc in (a, b):
-            assert proc.alive(), proc.log_tail()
-        state = _state(setup, kafka)  # what the checkpoints hold
-        if state.get("counters", {}).get("events_in", 0) >= len(records):
-            break
-        time.sleep(0.5)
-    else:
-        raise AssertionError(f"not caught up: {state.get('counters')}\n{a.log_tail()}\n"
-                             f"{b.log_tail()}")
+    setup.wait_caught_up(timeout=180, procs=[a, b])  # every record forwarded and checkpointed
     _stop(a, b)
-    state = _state(setup, kafka)
+    state = setup.final_state()
     assert state["counters"]["events_in"] == len(records)
     assert sum(state["counters"]["rejected"].values()) == 0, state["counters"]["rejected"]
     assert _counts(state) == _counts(ref["state"])
-    assert setup.read_topic(kafka.topics.dead_letters) == []
+    assert setup.read_topic(setup.kafka.topics.dead_letters) == []
     for proc in (a, b):
         assert proc.count_in_log('"level":"WARNING"') == 0, proc.log_tail()
 

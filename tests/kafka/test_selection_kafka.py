@@ -80,7 +80,7 @@ def test_selection_loop_over_kafka_certifies_the_true_best_model(
         (SUITE + KAFKA_SECTIONS).format(
             models=json.dumps(names), history=tmp_path / "history.npy", bs=bs, prefix=topic_prefix,
             metrics="false", every=500, every_seconds=1.0, partitions=3, poll_ms=50,
-            extra_topics="", fetch="true",
+            extra_topics="", fetch="true", repartition="",
         )
     )
     config = load_config(cfg_path)
@@ -134,7 +134,7 @@ def test_selection_loop_over_kafka_certifies_the_true_best_model(
     # The final checkpoint holds the certified selection state.
     store = KafkaTopicStore(kafka)
     try:
-        state, _ = load_partition_states(config, store, kafka.topics.events, range(3))
+        state, _ = load_partition_states(config, store, kafka.engine_topics()[0], range(3))
     finally:
         store.close()
     sel = state["suites"]["bench"]["selection"]

@@ -27,7 +27,7 @@ from monitor.errors import CheckpointError, ConfigError
 from monitor.incremental import load_checkpoint
 from monitor.sinks import MemorySink
 
-TOPIC = "certmon.eval-events.v1"
+TOPIC = "certmon.eval-events.v1"  # the engines read it: the direct path (repartition = false)
 CONFIG = """
 [[suites]]
 name = "*"
@@ -44,6 +44,7 @@ kind = "kafka"
 bootstrap_servers = "127.0.0.1:1"
 checkpoint_store = "local"
 checkpoint_every_records = 1000
+repartition = false
 """
 
 
