@@ -93,10 +93,15 @@ class EdgeWalk:
         m = self.m
         lo, hi = m.lo_edge, m.hi_edge
         rejected = self.rejected
-        for j in range(start, len(self.sums[0])):
+        k = len(self.sums[0])
+        j = start
+        while j < k:
             up_moves = rejected(0, j, hi - 1)
             low_moves = rejected(1, j, lo + 1)
             if not (up_moves or low_moves):
+                # the rounds whose tables clearly accept both edge points change nothing
+                j = min(self.next_candidate(0, j + 1, hi - 1),
+                        self.next_candidate(1, j + 1, lo + 1))
                 continue
             new_hi, new_lo = hi - 1, lo + 1
             if up_moves:
@@ -120,7 +125,26 @@ class EdgeWalk:
             if lo >= hi:
                 m.is_valid = False  # an empty intersection freezes the member's statistics
                 return j
-        return len(self.sums[0]) - 1
+            j += 1
+        return k - 1
+
+    def next_candidate(self, side: int, j: int, point: int) -> int:
+        """Return the first round from ``j`` at which ``side`` may reject ``point``.
+
+        Reads the current table only: the rounds skipped are exactly those whose table value
+        is below the clear-acceptance margin, for which :meth:`rejected` answers False without
+        further computation (NaN is never skipped), so the walk's result is unchanged. Returns
+        ``j`` itself when the table does not cover the point (or when ``j`` is past the block).
+        """
+        table = self.tables[side]
+        if table is None:
+            return j
+        j0, base, width, mix = table
+        at = base - point if side == 0 else point - base
+        if j < j0 or not 0 <= at < width or j >= len(mix) + j0:
+            return j
+        accept = mix[j - j0:, at] < self.clear_accept
+        return j + (len(accept) if bool(accept.all()) else int(np.argmin(accept)))
 
     def skip_rejected(self, side: int, j: int, point: int, limit: int) -> int:
         """Return the first point from ``point`` inward (not past ``limit``) not clearly rejected.
