@@ -20,10 +20,12 @@ from monitor.stats.betting.grid_wealth import edge_limit
 __all__ = ["EdgeWalk", "Edges", "next_rejections"]
 
 _compiled_mixtures: Callable[..., None] | None
+_compiled_filter: Callable[..., None] | None
 try:  # compiled tables (setup.py builds them when a C compiler is present): same decisions
+    from monitor.stats.betting.cedges import edge_filter as _compiled_filter
     from monitor.stats.betting.cedges import mixtures as _compiled_mixtures
 except ImportError:  # pragma: no cover - depends on the install
-    _compiled_mixtures = None
+    _compiled_mixtures = _compiled_filter = None
 
 FloatArray = npt.NDArray[np.float64]
 WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
@@ -253,6 +255,14 @@ def next_rejections(members: Sequence[Edges], row_member: Sequence[int],
     starts, counts = segments
     hi_pts = [(m.hi_edge - 1) / g for m in members]  # the points inside the edges
     lo_pts = [(m.lo_edge + 1) / g for m in members]
+    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
+    if _compiled_filter is not None and both.dtype == np.float64 and both.ndim == 4:
+        # the same filter compiled: values within rounding of numpy's (the margin decides)
+        mix = np.empty((2, k, len(members)))
+        _compiled_filter(both, list(zip(starts.tolist(), counts.astype(np.int64).tolist(),
+                                        strict=True)),
+                         (hi_pts, lo_pts), limit, mix)
+        return _decide(out, mix, limit, members, hi_pts, lo_pts, both, log_threshold, k)
     points = np.array([[hi_pts[i] for i in row_member], [lo_pts[i] for i in row_member]]
                       )[:, None, :]
     # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
@@ -266,12 +276,18 @@ def next_rejections(members: Sequence[Edges], row_member: Sequence[int],
     quad *= points
     quad += s[:, :, 4]
     q += quad
-    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
     if q.max() < limit:  # a mixture is at most its largest bound: no candidate
         return out
     mx = np.maximum.reduceat(q, starts, axis=2)  # (2, k, members)
     mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, list(row_member)]), starts, axis=2)
                  / counts) + mx
+    return _decide(out, mix, limit, members, hi_pts, lo_pts, both, log_threshold, k)
+
+
+def _decide(out: dict[int, list[int]], mix: FloatArray, limit: float,
+            members: Sequence[Edges], hi_pts: list[float], lo_pts: list[float],
+            both: FloatArray, log_threshold: float, k: int) -> dict[int, list[int]]:
+    """Decide next_rejections' candidates (``mix >= limit``) exactly, earliest round first."""
     for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
         first = out.get(int(i))
         if first is None or first[side] < k:  # not asked for, or already found

@@ -325,6 +325,137 @@ done:
     return result;
 }
 
+/*
+ * edge_filter(both, segments, points, out)
+ *
+ * next_rejections' filter (bernstein_edges.py), compiled. both: (2, k, 5, R) float64 (each
+ * side's sums after each round); segments: M (first row, row count) pairs of int (each
+ * member's contiguous rows); points: 2 lists of M floats (each member's tested point per
+ * side). Writes out (2, k, M): the mixture log mean_s exp(Q_s(point)) of the member's rows
+ * (upper side m a - b + (m c - 2 d) m + e, lower side b - m a + ...), within rounding of the
+ * numpy filter's; where the largest bound is below clear_accept, that bound (the mixture is
+ * at most it); NaN where a bound is NaN or +inf (numpy's filter gives NaN there too). Like the
+ * tables, only a filter: candidates are decided exactly in Python floats.
+ */
+static PyObject *edge_filter(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "edge_filter takes 5 arguments");
+        return NULL;
+    }
+    double clear_accept = PyFloat_AsDouble(args[3]);
+    if (clear_accept == -1.0 && PyErr_Occurred()) return NULL;
+    Py_buffer bs, bo;
+    /* both may be strided (a block's sums after its first row): read through its strides */
+    if (PyObject_GetBuffer(args[0], &bs, PyBUF_STRIDES | PyBUF_FORMAT) < 0) return NULL;
+    if (bs.ndim != 4 || bs.itemsize != 8 || bs.format == NULL || strcmp(bs.format, "d") != 0) {
+        PyBuffer_Release(&bs);
+        PyErr_SetString(PyExc_TypeError, "both must be a float64 array of 4 dims");
+        return NULL;
+    }
+    if (get_buffer(args[4], &bo, 1, 3, "out") < 0) {
+        PyBuffer_Release(&bs);
+        return NULL;
+    }
+    PyObject *result = NULL, *segs = NULL, *pts = NULL;
+    double *buf = NULL;
+    Py_ssize_t k = bs.shape[1], R = bs.shape[3];
+    segs = PySequence_Fast(args[1], "segments must be a sequence");
+    if (segs == NULL) goto done;
+    pts = PySequence_Fast(args[2], "points must be a sequence");
+    if (pts == NULL) goto done;
+    Py_ssize_t M = PySequence_Fast_GET_SIZE(segs);
+    if (bs.shape[0] != 2 || bs.shape[2] != 5 || PySequence_Fast_GET_SIZE(pts) != 2
+        || check_shape(&bo, 2, k, M, 0)) {
+        PyErr_SetString(PyExc_ValueError, "edge_filter: inconsistent shapes");
+        goto done;
+    }
+    buf = PyMem_Malloc((size_t)(2 * M + 2 * M + R + 1) * sizeof(double));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *point = buf, *q = buf + 4 * M;
+    Py_ssize_t *first = (Py_ssize_t *)PyMem_Malloc((size_t)(2 * M + 1) * sizeof(Py_ssize_t));
+    if (first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t *count = first + M;
+    for (int side = 0; side < 2; side++)
+        if (read_floats(PySequence_Fast_GET_ITEM(pts, side), M, point + side * M,
+                        "points") < 0) {
+            PyMem_Free(first);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < M; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(segs, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "segments must be (first, count) tuples");
+            PyMem_Free(first);
+            goto done;
+        }
+        first[i] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(pair, 0), PyExc_OverflowError);
+        count[i] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(pair, 1), PyExc_OverflowError);
+        if (PyErr_Occurred()) {
+            PyMem_Free(first);
+            goto done;
+        }
+        if (first[i] < 0 || count[i] < 1 || first[i] + count[i] > R) {
+            PyErr_SetString(PyExc_ValueError, "edge_filter: segment out of range");
+            PyMem_Free(first);
+            goto done;
+        }
+    }
+    const char *base = bs.buf;
+    const Py_ssize_t *st = bs.strides;
+    double *out = bo.buf;
+#define AT(side, r, j, y) (*(const double *)(base + (side) * st[0] + (r) * st[1] + (j) * st[2] \
+                                              + (y) * st[3]))
+    for (int side = 0; side < 2; side++) {
+        for (Py_ssize_t r = 0; r < k; r++) {
+            for (Py_ssize_t i = 0; i < M; i++) {
+                double m = point[side * M + i], top = -INFINITY;
+                int bad = 0;
+                for (Py_ssize_t x = 0; x < count[i]; x++) {
+                    Py_ssize_t y = first[i] + x;
+                    double lin = m * AT(side, r, 0, y) - AT(side, r, 1, y);
+                    if (side) lin = -lin;
+                    double quad = m * AT(side, r, 2, y);
+                    quad = quad - 2.0 * AT(side, r, 3, y);
+                    quad = quad * m;
+                    quad = quad + AT(side, r, 4, y);
+                    q[x] = lin + quad;
+                    if (isnan(q[x]) || q[x] == INFINITY) bad = 1;
+                    if (q[x] > top) top = q[x];
+                }
+                double v;
+                if (bad) {
+                    v = NAN;
+                } else if (count[i] == 1 || top < clear_accept) {
+                    v = top;
+                } else {
+                    double sum = 0.0;
+                    for (Py_ssize_t x = 0; x < count[i]; x++) sum += exp(q[x] - top);
+                    v = log(sum / (double)count[i]) + top;
+                }
+                out[(side * k + r) * M + i] = v;
+            }
+        }
+    }
+#undef AT
+    PyMem_Free(first);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(buf);
+    Py_XDECREF(segs);
+    Py_XDECREF(pts);
+    PyBuffer_Release(&bs);
+    PyBuffer_Release(&bo);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"mixtures", (PyCFunction)(void (*)(void))mixtures, METH_FASTCALL,
      "mixtures(sums, j, r0, r1, upper, point, width, grid_size, clear_accept, clear_reject, out)"
@@ -335,6 +466,9 @@ static PyMethodDef methods[] = {
     {"block_terms", (PyCFunction)(void (*)(void))block_terms, METH_FASTCALL,
      "block_terms(log1p_safe, work, qs, sums, out)"
      "\n\nBlockKernel.run's quadratic sums after each round (bit-identical)."},
+    {"edge_filter", (PyCFunction)(void (*)(void))edge_filter, METH_FASTCALL,
+     "edge_filter(both, segments, points, clear_accept, out)"
+     "\n\nnext_rejections' mixtures at the points inside the edges (a filter)."},
     {NULL, NULL, 0, NULL},
 };
 
