@@ -22,10 +22,13 @@ __all__ = ["EdgeWalk", "Edges", "next_rejections"]
 _compiled_mixtures: Callable[..., None] | None
 _compiled_filter: Callable[..., None] | None
 try:  # compiled tables (setup.py builds them when a C compiler is present): same decisions
-    from monitor.stats.betting.cedges import edge_filter as _compiled_filter
     from monitor.stats.betting.cedges import mixtures as _compiled_mixtures
 except ImportError:  # pragma: no cover - depends on the install
-    _compiled_mixtures = _compiled_filter = None
+    _compiled_mixtures = None
+try:  # apart: a module built before edge_filter existed still gives its tables
+    from monitor.stats.betting.cedges import edge_filter as _compiled_filter
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled_filter = None
 
 FloatArray = npt.NDArray[np.float64]
 WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
