@@ -11,7 +11,7 @@ about a hundred.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,13 @@ from monitor.stats.betting.bernstein import N_SUMS, fan_slope
 __all__ = ["BlockKernel"]
 
 FloatArray = npt.NDArray[np.float64]
+
+_compiled: tuple[Callable[..., None], Callable[..., None]] | None
+try:  # the compiled block (setup.py builds it when a C compiler is present): the same bits
+    from monitor.stats.betting.cedges import block_prep, block_terms
+    _compiled = (block_prep, block_terms)
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled = None
 
 
 class BlockKernel:
@@ -123,7 +130,28 @@ class BlockKernel:
         block (``cum[:, 0]``, a copy of ``sums``) and after each round; ``totals`` and
         ``devs`` ``(k, R)`` are the WSR sums after each round. ``t0`` is the number of rounds
         applied before the block and ``cap_edges`` each member's ``(lo, hi)`` cap edges.
+        The compiled ``cedges.block_prep`` / ``block_terms`` when built (the same bits; numpy's
+        ``log1p`` between them), else :meth:`run_py`.
         """
+        k, n_rows = qs.shape
+        if (_compiled is None or not k or qs.dtype != np.float64 or not qs.flags.c_contiguous
+                or sums.dtype != np.float64 or not sums.flags.c_contiguous):
+            return self.run_py(qs, t0, total, dev, sums, cap_edges)
+        prep, terms = _compiled
+        lo, hi, caps = self.caps(cap_edges)
+        fixed = None if self.horizon is None else 2.0 * self.log_inv_delta / self.horizon
+        wd = np.empty((2, k + 1, n_rows))  # WSR totals and squared-error sums
+        work = np.empty((3, 2, k, n_rows))  # lam, zmin, fan_slope's log1p argument
+        prep(qs, t0, total, dev, self.mu0, self.var0, 2.0 * self.log_inv_delta, fixed, lo, hi,
+             caps, wd, work)
+        cum = np.empty((2, k + 1, N_SUMS, n_rows))
+        terms(np.log1p(work[2]), work, qs, sums, cum)
+        return cum, wd[0, 1:], wd[1, 1:]
+
+    def run_py(self, qs: FloatArray, t0: int, total: Sequence[float], dev: Sequence[float],
+               sums: FloatArray, cap_edges: Sequence[tuple[int, int]]
+               ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """:meth:`run` with numpy only (the reference the compiled block is compared with)."""
         k, n_rows = qs.shape
         t = t0 + self.steps[:k]  # (k, 1): rounds t0 + 1 .. t0 + k (exact float integers)
         # WSR statistics: running sums in round order (as wsr_rounds_stats)

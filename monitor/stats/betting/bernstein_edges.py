@@ -20,10 +20,15 @@ from monitor.stats.betting.grid_wealth import edge_limit
 __all__ = ["EdgeWalk", "Edges", "next_rejections"]
 
 _compiled_mixtures: Callable[..., None] | None
+_compiled_filter: Callable[..., None] | None
 try:  # compiled tables (setup.py builds them when a C compiler is present): same decisions
     from monitor.stats.betting.cedges import mixtures as _compiled_mixtures
 except ImportError:  # pragma: no cover - depends on the install
     _compiled_mixtures = None
+try:  # apart: a module built before edge_filter existed still gives its tables
+    from monitor.stats.betting.cedges import edge_filter as _compiled_filter
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled_filter = None
 
 FloatArray = npt.NDArray[np.float64]
 WINDOW = 16  # points in an edge search's first table (doubled each time a search leaves it)
@@ -93,10 +98,15 @@ class EdgeWalk:
         m = self.m
         lo, hi = m.lo_edge, m.hi_edge
         rejected = self.rejected
-        for j in range(start, len(self.sums[0])):
+        k = len(self.sums[0])
+        j = start
+        while j < k:
             up_moves = rejected(0, j, hi - 1)
             low_moves = rejected(1, j, lo + 1)
             if not (up_moves or low_moves):
+                # the rounds whose tables clearly accept both edge points change nothing
+                j = min(self.next_candidate(0, j + 1, hi - 1),
+                        self.next_candidate(1, j + 1, lo + 1))
                 continue
             new_hi, new_lo = hi - 1, lo + 1
             if up_moves:
@@ -120,7 +130,26 @@ class EdgeWalk:
             if lo >= hi:
                 m.is_valid = False  # an empty intersection freezes the member's statistics
                 return j
-        return len(self.sums[0]) - 1
+            j += 1
+        return k - 1
+
+    def next_candidate(self, side: int, j: int, point: int) -> int:
+        """Return the first round from ``j`` at which ``side`` may reject ``point``.
+
+        Reads the current table only: the rounds skipped are exactly those whose table value
+        is below the clear-acceptance margin, for which :meth:`rejected` answers False without
+        further computation (NaN is never skipped), so the walk's result is unchanged. Returns
+        ``j`` itself when the table does not cover the point (or when ``j`` is past the block).
+        """
+        table = self.tables[side]
+        if table is None:
+            return j
+        j0, base, width, mix = table
+        at = base - point if side == 0 else point - base
+        if j < j0 or not 0 <= at < width or j >= len(mix) + j0:
+            return j
+        accept = mix[j - j0:, at] < self.clear_accept
+        return j + (len(accept) if bool(accept.all()) else int(np.argmin(accept)))
 
     def skip_rejected(self, side: int, j: int, point: int, limit: int) -> int:
         """Return the first point from ``point`` inward (not past ``limit``) not clearly rejected.
@@ -229,6 +258,14 @@ def next_rejections(members: Sequence[Edges], row_member: Sequence[int],
     starts, counts = segments
     hi_pts = [(m.hi_edge - 1) / g for m in members]  # the points inside the edges
     lo_pts = [(m.lo_edge + 1) / g for m in members]
+    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
+    if _compiled_filter is not None and both.dtype == np.float64 and both.ndim == 4:
+        # the same filter compiled: values within rounding of numpy's (the margin decides)
+        mix = np.empty((2, k, len(members)))
+        _compiled_filter(both, list(zip(starts.tolist(), counts.astype(np.int64).tolist(),
+                                        strict=True)),
+                         (hi_pts, lo_pts), limit, mix)
+        return _decide(out, mix, limit, members, hi_pts, lo_pts, both, log_threshold, k)
     points = np.array([[hi_pts[i] for i in row_member], [lo_pts[i] for i in row_member]]
                       )[:, None, :]
     # quadratic_bound of both sides at once: the lower side's b - m a is -(m a - b) exactly
@@ -242,12 +279,18 @@ def next_rejections(members: Sequence[Edges], row_member: Sequence[int],
     quad *= points
     quad += s[:, :, 4]
     q += quad
-    limit = edge_limit(log_threshold) - 1e-9 * (1.0 + abs(log_threshold))
     if q.max() < limit:  # a mixture is at most its largest bound: no candidate
         return out
     mx = np.maximum.reduceat(q, starts, axis=2)  # (2, k, members)
     mix = np.log(np.add.reduceat(np.exp(q - mx[:, :, list(row_member)]), starts, axis=2)
                  / counts) + mx
+    return _decide(out, mix, limit, members, hi_pts, lo_pts, both, log_threshold, k)
+
+
+def _decide(out: dict[int, list[int]], mix: FloatArray, limit: float,
+            members: Sequence[Edges], hi_pts: list[float], lo_pts: list[float],
+            both: FloatArray, log_threshold: float, k: int) -> dict[int, list[int]]:
+    """Decide next_rejections' candidates (``mix >= limit``) exactly, earliest round first."""
     for side, r, i in zip(*np.nonzero(mix >= limit), strict=True):
         first = out.get(int(i))
         if first is None or first[side] < k:  # not asked for, or already found

@@ -1,4 +1,12 @@
-"""Compiled mixture tables of EdgeWalk (``cedges.c``); see ``EdgeWalk._mixtures``."""
+"""Compiled EdgeWalk tables, next_rejections filter and bet blocks (``cedges.c``)."""
 
 def mixtures(sums: object, j: int, r0: int, r1: int, upper: bool, point: int, width: int,
              grid_size: int, clear_accept: float, clear_reject: float, out: object) -> None: ...
+def block_prep(qs: object, t0: int, total: object, dev: object, mu0: object, var0: object,
+               num: float, fixed_scale: float | None, lo: object, hi: object, caps: object,
+               wd: object, work: object) -> None: ...
+def block_terms(log1p_safe: object, work: object, qs: object, sums: object,
+                out: object) -> None: ...
+def edge_filter(both: object, segments: list[tuple[int, int]],
+                points: tuple[list[float], list[float]], clear_accept: float,
+                out: object) -> None: ...

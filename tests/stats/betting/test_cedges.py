@@ -130,3 +130,50 @@ def test_bad_input(ce: ModuleType) -> None:
                     np.empty((4, 4)))
     with pytest.raises((TypeError, ValueError, BufferError)):
         ce.mixtures(sums[:, :, ::2], 0, 0, 1, True, 9, 4, 10, 1.0, 1.1, np.empty((4, 4)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_compiled_filter_same_sequences(ce: ModuleType, seed: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """next_rejections with cedges.edge_filter gives the numpy filter's bounds and state."""
+    rng = np.random.default_rng(500 + seed)
+    rhos = sorted(rng.random(int(rng.integers(1, 6))).tolist())
+    members = [[0], list(range(len(rhos)))]
+    risk = float(rng.uniform(0.02, 0.5))
+    rounds = [(float(rng.random() < risk), float(rng.random() < risk), float(rng.random()))
+              for _ in range(int(rng.integers(200, 1500)))]
+
+    delta = float(rng.choice([0.05, 0.2]))
+
+    def run() -> str:
+        s = BernsteinSequences(delta, rhos, BetConfig(), 1000, members)
+        for h, f, b in rounds:
+            s.update(h, f, b)
+        return json.dumps(s.to_state())
+
+    assert bernstein_edges._compiled_filter is not None
+    compiled = run()
+    monkeypatch.setattr(bernstein_edges, "_compiled_filter", None)
+    assert run() == compiled
+
+
+def test_compiled_filter_values(ce: ModuleType) -> None:
+    """The compiled mixtures are within rounding of numpy's where they could be candidates."""
+    rng = np.random.default_rng(7)
+    k, n_rows = 9, 7
+    both = rng.normal(0.0, 3.0, (2, k + 1, 5, n_rows))[:, 1:]  # strided, as _settle passes it
+    segs = [(0, 1), (1, 4), (5, 2)]
+    pts = ([0.3, 0.5, 0.9], [0.1, 0.2, 0.7])
+    out = np.empty((2, k, 3))
+    ce.edge_filter(both, segs, pts, -np.inf, out)
+    for side in range(2):
+        for r in range(k):
+            for i, (a, n) in enumerate(segs):
+                m = pts[side][i]
+                s = both[side, r][:, a : a + n]
+                lin = m * s[0] - s[1]
+                q = (lin if side == 0 else -lin) + (m * s[2] - 2.0 * s[3]) * m + s[4]
+                want = float(np.log(np.mean(np.exp(q - q.max()))) + q.max())
+                assert out[side, r, i] == pytest.approx(want, rel=1e-13, abs=1e-13)
+    with pytest.raises(ValueError, match="segment"):
+        ce.edge_filter(both, [(0, 8)], ([0.1], [0.1]), 0.0, np.empty((2, k, 1)))
