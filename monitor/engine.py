@@ -46,6 +46,12 @@ from monitor.alerts import ALERT_KINDS, Alert
 from monitor.checkpoint import Position
 from monitor.clock_horizon import ClockHorizon
 from monitor.config import CertmonConfig, SuiteConfig
+from monitor.engine_restore import (
+    check_engine_head,
+    check_selection_parts,
+    restore_counters,
+    restore_suite,
+)
 from monitor.errors import CheckpointError
 from monitor.events import (
     REJECTION_REASONS,
@@ -57,15 +63,7 @@ from monitor.events import (
 )
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
 from monitor.state.budget import JoinBudget
-from monitor.state.restore_checks import (
-    RefusedState,
-    check_counts,
-    check_restored_suite,
-    check_suite_dict,
-)
-from monitor.state.restore_detectors import check_suite_detectors
-from monitor.state.restore_selection import check_selection_dict
-from monitor.state.restore_strata import check_suite_strata
+from monitor.state.restore_checks import RefusedState
 from monitor.state.selection import SelectionSuites
 from monitor.state.suite import SuiteState
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
@@ -421,10 +419,7 @@ class Engine:
             (see :mod:`monitor.state.restore_checks`), or is malformed. Nothing is
             half-loaded: a new engine is built and returned only on success.
         """
-        head = snapshot if isinstance(snapshot, dict) else {"kind": type(snapshot).__name__}
-        if head.get("kind") != _SNAPSHOT_KIND or head.get("version") != 1:
-            raise CheckpointError(f"not a version-1 engine snapshot (kind={head.get('kind')!r}, "
-                                  f"version={head.get('version')!r})")
+        check_engine_head(snapshot, _SNAPSHOT_KIND)
         eng = cls(config, clock)
         if snapshot.get("config_fingerprint") != eng._fingerprint:
             raise CheckpointError(
@@ -432,37 +427,15 @@ class Engine:
                 "use the original config or start from an empty checkpoint directory"
                 + fingerprint_hint(snapshot))
         try:
-            c = snapshot["counters"]
-            check_counts(c, "counters")
-            eng.events_in = int(c["events_in"])
-            eng.unrouted = int(c["unrouted"])
-            eng.label_requests = int(c["label_requests"])
-            eng.rejected = {k: int(c["rejected"].get(k, 0)) for k in REJECTION_REASONS}
-            eng.duplicates = {k: int(c["duplicates"][k]) for k in DUPLICATE_REASONS}
-            eng.alerts = {k: int(c["alerts"].get(k, 0)) for k in ALERT_KINDS}  # new kinds: 0
-            eng.budget.load_evictions(c.get("budget_evictions", {}))  # absent: older snapshot
+            restore_counters(eng, snapshot["counters"])
             for sd in snapshot["suites"]:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
-                # configuration plus state: checked against the config before use
-                threshold_delta = SuiteState(str(sd["name"]), cfg).threshold_delta
-                check_suite_dict(cfg, sd, threshold_delta)
-                check_suite_detectors(cfg, sd)
-                check_suite_strata(cfg, sd, threshold_delta)
-                suite = SuiteState.from_dict(cfg, sd)
-                if eng._clock.ahead_of_clock(suite.watermark):  # the input rule
-                    raise RefusedState(f"suite {suite.name!r} event time {suite.watermark!r}"
-                                       f" is more than {eng._clock.max_jump:g} s ahead of the "
-                                       "clock (events.max_ts_jump_seconds)")
-                check_restored_suite(cfg.multiplicity, suite.models)
-                check_suite_detectors(cfg, sd, suite.models)
+                suite = restore_suite(cfg, sd, eng._clock)
                 eng._suites[str(sd["name"])] = suite
                 eng._n_models += len(suite.models)
-            for sel in snapshot.get("selection", []):
-                settings = eng._selection.settings_for(str(sel["name"]))
-                if settings is not None:  # else restore() refuses the unrouted suite
-                    check_selection_dict(settings, sel)
+            check_selection_parts(eng._selection, snapshot.get("selection", []))
             eng._selection.restore(snapshot.get("selection", []))
             eng.budget.recount(eng._suites)
         except RefusedState as exc:

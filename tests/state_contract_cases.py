@@ -264,6 +264,9 @@ CASES: dict[str, Case | Covered] = {
     "monitor.stats.betting.risk_group.CertificateGroup": Case(
         lambda: CertificateGroup(0.2, 0.1, ["r_eval", "r_autoeval_plus"], BET, n_rhos=3,
                                  cs_grid=50), _three, spawn="prototype"),
+    "monitor.stats.betting.risk_group.CertificateGroup[wsr]": Case(
+        lambda: CertificateGroup(0.2, 0.1, ["r_eval", "r_autoeval_plus"], BetConfig(rule="wsr"),
+                                 n_rhos=3, cs_grid=50), _three),
     "monitor.stats.betting.bets.BetConfig": Case(
         lambda: BetConfig(rule="wsr"), None, save=lambda o: o.to_dict(),
         load=BetConfig.from_dict),
@@ -273,6 +276,8 @@ CASES: dict[str, Case | Covered] = {
         "RiskMonitor", "a Protocol: its implementations are saved inside RiskMonitor"),
     "monitor.stats.betting.risk_group.GroupedRiskMonitor": Covered(
         "CertificateGroup", "a member advanced by its group; saved as a RiskMonitor state"),
+    "monitor.stats.betting.shared_rows.SharedRows": Covered(
+        "CertificateGroup", "the shared wsr/up e-processes of a group; saved in its state"),
     "monitor.stats.betting.rows_view.RowsView": Covered(
         "CertificateGroup", "a view on a shared e-process; its owner saves the rows"),
     "monitor.stats.betting.members.BernsteinMember": Covered(

@@ -271,6 +271,15 @@ class JoinWindow:
         """Record that unit ``key``'s label is missing for good (a later one is *late*)."""
         self.rounded.put(key, self.tick, "missing")
 
+    def waiting_units(self, model: str) -> list[tuple[float, tuple[float, int], Any]]:
+        """List ``model``'s audited units whose label has not arrived: ``(judge, block, rhos)``.
+
+        Units in audit order only (``position >= 0``), oldest first.
+        """
+        return [(u.judge, (u.block_sum, u.block_count), u.rhos)
+                for _, (_, u) in self.pending.data.items()
+                if u.position >= 0 and u.model == model]
+
     # ------------------------------------------------------------------ engine budget
     def sizes(self) -> tuple[int, int]:
         """Return ``(pending units + orphan labels, event ids + rounded units)``.

@@ -43,15 +43,20 @@ history (as could a writer of the event topic). Authenticated checkpoints
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.snapshot_schemas import SuiteDocument, convert
-from monitor.state.model import build_group
+from monitor.state.model import ModelState, build_group
 from monitor.state.views import active_status
 
+if TYPE_CHECKING:
+    from monitor.state.join import JoinWindow
+    from monitor.state.prototypes import ModelFactory
+
 __all__ = ["MAX_COUNT", "STATUSES", "RefusedState", "check_counts", "check_restored_suite",
+           "check_restored_waiting",
            "check_suite_dict", "count", "same_parameters"]
 
 STATUSES: Final = ("pending", "certified", "violated")
@@ -359,3 +364,31 @@ def check_restored_suite(multiplicity: str, models: dict[str, Any]) -> None:
                     and mon.status != "certified"):
                 raise RefusedState(f"model {name!r} {key}: status 'certified' but its "
                                  f"test did not cross (monitor {mon.status!r})")
+
+
+def check_restored_waiting(suite: str, config: SuiteConfig, models: Mapping[str, ModelState],
+                           join: JoinWindow, factory: ModelFactory) -> None:
+    """Check a rebuilt suite's models against its waiting units, then adopt their bounds.
+
+    Refuses (:class:`RefusedState`) an active-audit state under another policy or another
+    active configuration, a waiting unit whose reliances do not match its certificates'
+    tests, and saved bounds of waiting audited units that differ from the units.
+    """
+    for m in models.values():
+        if (m.active is not None) != (config.audit_policy == "active"):
+            raise RefusedState(f"suite {suite!r} model {m.name!r}: the checkpoint's audit "
+                               f"policy is not the configured {config.audit_policy!r}")
+        fresh = factory.new(m.name).active if m.active is not None else None
+        if m.active is not None and fresh is not None and not m.active.same_configuration(
+                fresh):
+            raise RefusedState(f"suite {suite!r} model {m.name!r}: the active audit was "
+                               "made under another budget, certificates or levels")
+        units = join.waiting_units(m.name)
+        shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
+        for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:
+            if rhos is not None and any(len(r) != shapes.get(c, -1) for c, r in rhos.items()):
+                raise RefusedState(f"suite {suite!r} model {m.name!r}: a waiting unit's "
+                                   "reliances do not match its certificates' tests")
+        if not m.order.adopt(m.groups, units):
+            raise RefusedState(f"suite {suite!r} model {m.name!r}: the saved bounds of its "
+                               "waiting audited units differ from their units")

@@ -35,7 +35,12 @@ from monitor.state.family import target_statuses
 from monitor.state.lifecycle import act_on_detectors
 from monitor.state.model import ModelState
 from monitor.state.prototypes import threshold_delta
-from monitor.state.views import alert_evidence, withdrawal_evidence
+from monitor.state.views import (
+    active_evidence,
+    active_status,
+    alert_evidence,
+    withdrawal_evidence,
+)
 
 __all__ = ["StatusBook"]
 
@@ -134,6 +139,18 @@ class StatusBook:
         for (c, meth), eff in m.effective.items():
             if c == cert and eff.status != new:
                 self._set_status(m, c, meth, new, ts, alerts, evidence, int(evidence["labels"]))
+
+    def follow_active(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
+        """Move each certificate's statuses to its active tests' verdict (``model.active``)."""
+        active = model.active
+        if active is None:
+            return
+        for i, cert in enumerate(self._certs):
+            status = active_status(active, i)
+            if model.effective[(cert.name, cert.primary_method)].status != status:
+                level = self._level(cert)
+                self.set_active(model, cert.name, status, ts, alerts, active_evidence(
+                    model, i, cert, level, self._config.multiplicity))
 
     def _set_status(self, m: ModelState, cert: str, meth: str, new: str, ts: float,
                     alerts: list[Alert], evidence: dict[str, Any] | None = None,

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monitor.alerts import Alert, make_alert
 from monitor.state.strata_order import StrataOrder
 from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
 from monitor.stats.cereval.partition import OTHER, JudgeLossBins, LabelStrata
@@ -82,7 +83,7 @@ if TYPE_CHECKING:
 
     from monitor.config import CertificateConfig, SuiteConfig
 
-__all__ = ["TOP_UP", "UNIFORM", "StrataSpec", "StrataState"]
+__all__ = ["TOP_UP", "UNIFORM", "StrataSpec", "StrataState", "stratified_label"]
 
 UNIFORM = "uniform"
 TOP_UP = "top_up"
@@ -432,3 +433,22 @@ class StrataState:
         if len(st.rates) != spec.count or st.cert.n_strata != spec.count:
             raise ValueError("strata state does not match the configured count")
         return st
+
+
+def stratified_label(suite: str, model: str, strata: StrataState, tag: list[Any],
+                     human: float | None, judge: float, ts: float, alerts: list[Alert]) -> None:
+    """Resolve a stratified audit (``human`` None: missing), in its stratum's audit order.
+
+    ``tag`` is the unit's audit tag (``[stratum, reason, position]``); appends a
+    ``precision_reached`` alert to ``alerts`` when the certified mean reaches its precision.
+    """
+    k = tag[0]
+    if k is None:
+        return  # a warm-up unit: no stratum
+    if len(tag) > 2:
+        reached = strata.resolve(int(k), int(tag[2]), human, judge)
+    else:  # a unit of a snapshot written before stratified labels were ordered
+        reached = human is not None and strata.label(int(k), human, judge)
+    if reached:
+        alerts.append(make_alert("precision_reached", suite, model, strata.spec.certificate,
+                                 "cereval", strata.cert.n_labels, ts, strata.evidence()))

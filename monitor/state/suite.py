@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from monitor.alerts import Alert, label_request, make_alert
+from monitor.alerts import Alert, label_request
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.audit_policy import UNIFORM, AuditPolicy
@@ -53,10 +53,10 @@ from monitor.state.comparisons import SuiteComparisons
 from monitor.state.join import JoinWindow, PendingUnit
 from monitor.state.model import ModelState
 from monitor.state.prototypes import ModelFactory, threshold_delta
-from monitor.state.restore_checks import RefusedState
+from monitor.state.restore_checks import RefusedState, check_restored_waiting
 from monitor.state.status_book import StatusBook
-from monitor.state.strata import StrataState
-from monitor.state.views import active_evidence, active_status, model_view
+from monitor.state.strata import StrataState, stratified_label
+from monitor.state.views import suite_view
 
 __all__ = ["SuiteState"]
 
@@ -242,7 +242,7 @@ class SuiteState:
         if not audited:
             if first is not None:
                 model.counts["unsolicited_labels"] += 1
-            self._active_status(model, ev.ts, alerts)
+            self.book.follow_active(model, ev.ts, alerts)
             return
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
         if base:  # also a uniform round, in audit order (as under uniform audits)
@@ -260,19 +260,7 @@ class SuiteState:
             requests.append(label_request(self.name, ev.model, ev.example_id, ev.event_id,
                                           ev.ts, ev.stratum, propensity=pi, reason=ACTIVE))
             model.counts["label_requests"] += 1
-        self._active_status(model, ev.ts, alerts)
-
-    def _active_status(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
-        """Move each certificate's statuses to its active tests' verdict."""
-        active = model.active
-        if active is None:
-            return
-        for i, cert in enumerate(self._certs):
-            status = active_status(active, i)
-            if model.effective[(cert.name, cert.primary_method)].status != status:
-                level = self.threshold_delta(cert)
-                self.book.set_active(model, cert.name, status, ts, alerts, active_evidence(
-                    model, i, cert, level, self.config.multiplicity))
+        self.book.follow_active(model, ev.ts, alerts)
 
     def _label(self, ev: Event, model: ModelState, key: str, alerts: list[Alert]) -> None:
         model.counts["labels"] += 1
@@ -295,7 +283,7 @@ class SuiteState:
         self.join.mark_rounded(key)
         if tag is not None and tag[0] == ACTIVE and model.active is not None:
             model.active.label(tag[1], human)
-            self._active_status(model, ts, alerts)
+            self.book.follow_active(model, ts, alerts)
             if unit.position < 0:  # not in the uniform share: no round of the detectors
                 return
         if unit.position >= 0:
@@ -303,30 +291,14 @@ class SuiteState:
             model.learn(human, unit.judge, unit.block)
             model.order.resolve(unit.position, human, unit.judge, unit.block_sum,
                                 unit.block_count, unit.rhos, model.groups,
-                                lambda: self._waiting(model.name))
+                                lambda: self.join.waiting_units(model.name))
             self._release(model, ts, alerts)
         elif tag is None or tag[1] == UNIFORM:  # a unit of a snapshot without audit order
             model.round(human, unit.judge, unit.block)
             self.book.after_round(model, ts, alerts)
         strata = model.strata
         if tag is not None and strata is not None:
-            self._stratified_label(model, strata, tag, human, unit.judge, ts, alerts)
-
-    def _stratified_label(self, model: ModelState, strata: StrataState, tag: list[Any],
-                          human: float | None, judge: float, ts: float,
-                          alerts: list[Alert]) -> None:
-        """Resolve a stratified audit (``human`` None: missing), in its stratum's audit order."""
-        k = tag[0]
-        if k is None:
-            return  # a warm-up unit: no stratum
-        if len(tag) > 2:
-            reached = strata.resolve(int(k), int(tag[2]), human, judge)
-        else:  # a unit of a snapshot written before stratified labels were ordered
-            reached = human is not None and strata.label(int(k), human, judge)
-        if reached:
-            alerts.append(make_alert("precision_reached", self.name, model.name,
-                                     strata.spec.certificate, "cereval", strata.cert.n_labels,
-                                     ts, strata.evidence()))
+            stratified_label(self.name, model.name, strata, tag, human, unit.judge, ts, alerts)
 
     def _release(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
         """Apply the rounds that are next in audit order; claim beyond them."""
@@ -353,12 +325,6 @@ class SuiteState:
             model.order.claim(model.groups)
             self.book.refresh(model, ts, alerts)
 
-    def _waiting(self, model: str) -> list[tuple[float, tuple[float, int], Any]]:
-        """List the model's audited units whose label has not arrived: ``(judge, block, rhos)``."""
-        return [(u.judge, (u.block_sum, u.block_count), u.rhos)
-                for _, (_, u) in self.join.pending.data.items()
-                if u.position >= 0 and u.model == model]
-
     def _expired(self, ts: float, alerts: list[Alert]) -> None:
         expired = self.join.expired
         self.join.expired = []
@@ -378,12 +344,13 @@ class SuiteState:
             self.join.mark_missing(key)
         if unit.tag is not None and unit.tag[0] == ACTIVE and m.active is not None:
             m.active.missing(unit.tag[1])  # at its worst value for good
-            self._active_status(m, ts, alerts)
+            self.book.follow_active(m, ts, alerts)
         elif unit.tag is not None and m.strata is not None:  # missing for the strata too
-            self._stratified_label(m, m.strata, unit.tag, None, unit.judge, ts, alerts)
+            stratified_label(self.name, m.name, m.strata, unit.tag, None, unit.judge, ts,
+                             alerts)
         if unit.position >= 0:
             m.order.resolve(unit.position, None, unit.judge, unit.block_sum, unit.block_count,
-                            unit.rhos, m.groups, lambda: self._waiting(m.name))
+                            unit.rhos, m.groups, lambda: self.join.waiting_units(m.name))
             self._release(m, ts, alerts)
 
     def evict_waiting(self, alerts: list[Alert]) -> str:
@@ -407,28 +374,7 @@ class SuiteState:
     # ------------------------------------------------------------------ views
     def view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return this suite's part of STATE.json (``shown_only``: see ``model_view``)."""
-        certs = self._certs
-        models = {name: model_view(m, certs, shown_only) for name, m in self.models.items()}
-        oldest: dict[str, float] = {}  # the oldest pending unit's tick per model
-        for _, (tick, unit) in self.join.pending.data.items():  # oldest first
-            if unit.model not in oldest:
-                oldest[unit.model] = tick
-                if len(oldest) == len(self.models):
-                    break  # every model's oldest found: the rest are younger
-        w = self.join.watermark
-        for name, mv in models.items():
-            t = oldest.get(name)
-            mv["labels"]["oldest_pending_age_seconds"] = 0.0 if t is None else w - t
-        view: dict[str, Any] = {
-            "multiplicity": self.config.multiplicity,
-            "family_size": self.family_size,
-            "models": models,
-        }
-        if self.comparisons:
-            view["comparisons"] = self.comparisons.view()
-        if self.refused_count:
-            view["refused_models"] = {"events": self.refused_count, "names": list(self.refused)}
-        return view
+        return suite_view(self, shown_only)
 
     # ------------------------------------------------------------------ snapshot
     def to_dict(self) -> dict[str, Any]:
@@ -458,24 +404,7 @@ class SuiteState:
                 m.strata = StrataState.from_dict(strata, md["strata"])
             s.models[m.name] = m
         s.join = JoinWindow.from_dict(config, watermark, d)
-        for m in s.models.values():
-            if (m.active is not None) != (config.audit_policy == "active"):
-                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the checkpoint's audit "
-                                   f"policy is not the configured {config.audit_policy!r}")
-            fresh = s.factory.new(m.name).active if m.active is not None else None
-            if m.active is not None and fresh is not None and not m.active.same_configuration(
-                    fresh):
-                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the active audit was "
-                                   "made under another budget, certificates or levels")
-            units = s._waiting(m.name)
-            shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
-            for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:
-                if rhos is not None and any(len(r) != shapes.get(c, -1) for c, r in rhos.items()):
-                    raise RefusedState(f"suite {s.name!r} model {m.name!r}: a waiting unit's "
-                                       "reliances do not match its certificates' tests")
-            if not m.order.adopt(m.groups, units):
-                raise RefusedState(f"suite {s.name!r} model {m.name!r}: the saved bounds of its "
-                                   "waiting audited units differ from their units")
+        check_restored_waiting(s.name, config, s.models, s.join, s.factory)
         if config.comparisons:
             if "comparisons" not in d:
                 raise RefusedState(f"suite {s.name!r}: the checkpoint has no comparison state")

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.verdict import verdict_bound
 
+if TYPE_CHECKING:
+    from monitor.state.suite import SuiteState
+
 __all__ = ["VERDICT_KINDS", "active_evidence", "active_status", "active_view", "alert_evidence",
            "certificate_lost", "detector_evidence", "label_fields", "model_view",
-           "verdict_fields", "withdrawal_evidence"]
+           "suite_view", "verdict_fields", "withdrawal_evidence"]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -314,3 +317,33 @@ def model_view(
         **({} if m.strata is None else {"strata": m.strata.view()}),
         **({} if m.active is None else {"active": active_view(m, certs_config)}),
     }
+
+
+def suite_view(suite: SuiteState, shown_only: bool = False) -> dict[str, Any]:
+    """Suite ``suite``'s part of STATE.json (``shown_only``: see :func:`model_view`).
+
+    Each model's view plus the age of its oldest pending unit (against the suite's event
+    time), the multiplicity rule and family size, comparisons and refused models.
+    """
+    certs = suite.config.certificates
+    models = {name: model_view(m, certs, shown_only) for name, m in suite.models.items()}
+    oldest: dict[str, float] = {}  # the oldest pending unit's tick per model
+    for _, (tick, unit) in suite.join.pending.data.items():  # oldest first
+        if unit.model not in oldest:
+            oldest[unit.model] = tick
+            if len(oldest) == len(suite.models):
+                break  # every model's oldest found: the rest are younger
+    w = suite.join.watermark
+    for name, mv in models.items():
+        t = oldest.get(name)
+        mv["labels"]["oldest_pending_age_seconds"] = 0.0 if t is None else w - t
+    view: dict[str, Any] = {
+        "multiplicity": suite.config.multiplicity,
+        "family_size": suite.family_size,
+        "models": models,
+    }
+    if suite.comparisons:
+        view["comparisons"] = suite.comparisons.view()
+    if suite.refused_count:
+        view["refused_models"] = {"events": suite.refused_count, "names": list(suite.refused)}
+    return view

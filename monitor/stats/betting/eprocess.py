@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from monitor.stats.betting.bets import BetConfig, Side, bet_cap, up_grid, wsr_prior, wsr_scale
+from monitor.stats.betting.wsr_round import up_mixture, wsr_round, wsr_twin_round
 from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["BettingEProcess"]
@@ -243,44 +244,11 @@ class BettingEProcess:
 
     def _advance_wsr(self, q: list[float]) -> None:
         t = self._rounds + 1
-        inv = 1.0 / (t + 1)
         # bet for round t + 1: sqrt(K_{t+1} / sigma_t^2) with sigma_t^2 = vsum / (t + 1)
         k = wsr_scale(self._log_inv_delta, t + 1, self._bet.horizon) * (t + 1)
-        alpha = self._alpha
-        log1p = math.log1p
-        sqrt = math.sqrt
-        logw = []
-        msums = []
-        vsums = []
-        bets = []
-        if self._side == "certify":
-            for x, lam, lw, ms, vs, cap in zip(
-                q, self._bets, self._logw, self._msum, self._vsum, self._caps, strict=True
-            ):
-                logw.append(lw + log1p(lam * (alpha - x)))
-                ms += x
-                msums.append(ms)
-                e = x - ms * inv
-                vs += e * e
-                vsums.append(vs)
-                b = sqrt(k / vs)
-                bets.append(b if b < cap else cap)
-        else:
-            for x, lam, lw, ms, vs, cap in zip(
-                q, self._bets, self._logw, self._msum, self._vsum, self._caps, strict=True
-            ):
-                logw.append(lw + log1p(lam * (x - alpha)))
-                ms += x
-                msums.append(ms)
-                e = x - ms * inv
-                vs += e * e
-                vsums.append(vs)
-                b = sqrt(k / vs)
-                bets.append(b if b < cap else cap)
-        self._logw = logw
-        self._msum = msums
-        self._vsum = vsums
-        self._bets = bets
+        self._logw, self._msum, self._vsum, self._bets = wsr_round(
+            self._side, q, self._bets, self._logw, self._msum, self._vsum, self._caps,
+            self._alpha, k, 1.0 / (t + 1))
         self._rounds = t
 
     def is_twin_of(self, other: BettingEProcess) -> bool:
@@ -310,37 +278,12 @@ class BettingEProcess:
         (with ``self`` the certify side) and that ``q`` is in range.
         """
         t = self._rounds + 1
-        inv = 1.0 / (t + 1)
         k = wsr_scale(self._log_inv_delta, t + 1, self._bet.horizon) * (t + 1)
-        alpha = self._alpha
-        log1p = math.log1p
-        sqrt = math.sqrt
-        logw_c = []
-        logw_v = []
-        msums = []
-        vsums = []
-        bets_c = []
-        bets_v = []
-        for x, lc, lv, wc, wv, ms, vs, cc, cv in zip(
+        (self._logw, msums, vsums, self._bets), (other._logw, other._bets) = wsr_twin_round(
             q, self._bets, other._bets, self._logw, other._logw, self._msum, self._vsum,
-            self._caps, other._caps, strict=True,
-        ):
-            logw_c.append(wc + log1p(lc * (alpha - x)))
-            logw_v.append(wv + log1p(lv * (x - alpha)))
-            ms += x
-            msums.append(ms)
-            e = x - ms * inv
-            vs += e * e
-            vsums.append(vs)
-            b = sqrt(k / vs)
-            bets_c.append(b if b < cc else cc)
-            bets_v.append(b if b < cv else cv)
-        self._logw = logw_c
-        other._logw = logw_v
+            self._caps, other._caps, self._alpha, k, 1.0 / (t + 1))
         self._msum = other._msum = msums
         self._vsum = other._vsum = vsums
-        self._bets = bets_c
-        other._bets = bets_v
         self._rounds = other._rounds = t
 
     def _advance_up(self, q: list[float]) -> None:
@@ -351,14 +294,7 @@ class BettingEProcess:
         self._rounds += 1
 
     def _up_summary(self) -> tuple[list[float], list[float]]:
-        # mixture log wealth logsumexp_k(log prior_k + log W_k) and effective bets
-        v = self._lwg + self._log_prior
-        m = v.max(axis=1)
-        e = np.exp(v - m[:, None])
-        tot = e.sum(axis=1)
-        logw: list[float] = (m + np.log(tot)).tolist()
-        bets: list[float] = ((e * self._grid_bets).sum(axis=1) / tot).tolist()
-        return logw, bets
+        return up_mixture(self._lwg, self._log_prior, self._grid_bets)
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:

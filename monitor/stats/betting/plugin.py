@@ -48,12 +48,25 @@ from typing import Any
 
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin_bounds import add_worst_log_factors, worst_log_factors
-from monitor.stats.betting.plugin_round import plugin_rho, reliance, step, sum_in_order
+from monitor.stats.betting.plugin_round import (
+    cell_log_wealths,
+    log_wealth_with,
+    plugin_rho,
+    reliance,
+    step,
+)
+from monitor.stats.betting.plugin_state import (
+    STATE_KIND,
+    PlugInDynamics,
+    check_loadable,
+    is_plugin_state,
+    plugin_state,
+    read_dynamics,
+)
 from monitor.stats.state_contract import check_header, restorer
 
-__all__ = ["PlugInEProcess", "bet_grid", "own_cells", "plugin_rho"]
+__all__ = ["PlugInEProcess", "bet_grid", "merge_clipped", "own_cells", "plugin_rho"]
 
-_STATE_KIND = "certmon.PlugInEProcess"
 CELLS = 8
 EXT_RATIO = math.sqrt(2.0)
 EXT_WEIGHT = 0.25
@@ -101,6 +114,22 @@ def own_cells(cells: tuple[Sequence[float], Sequence[float]]) -> tuple[list[floa
     if not lam or len(lam) != len(w) or not all(v > 0.0 for v in lam + w) or not (
             abs(sum(w) - 1.0) < 1e-9):
         raise ValueError("cells must be positive bets and positive weights summing to 1")
+    return lam, w
+
+
+def merge_clipped(lam: list[float], w: list[float], cap: float) -> tuple[list[float],
+                                                                         list[float]]:
+    """Merge the cells a fixed ``cap`` clips into one cell at ``cap`` (exact: equal bets).
+
+    Examples
+    --------
+    >>> merge_clipped([0.5, 1.0, 1.5], [0.25, 0.25, 0.5], 0.8)
+    ([0.5, 0.8], [0.25, 0.75])
+    """
+    keep = [v for v in lam if v < cap]
+    lam, w = [*keep, cap], [*w[: len(keep)], sum(w[len(keep):])]
+    if w[-1] == 0.0:
+        lam, w = lam[:-1], w[:-1]
     return lam, w
 
 
@@ -180,13 +209,8 @@ class PlugInEProcess:
         self._sgn = 1.0 if side == "certify" else -1.0
         self._off = 1.0 - self._alpha if side == "certify" else self._alpha
         lam, w = bet_grid(self._alpha, side, self._c) if cells is None else own_cells(cells)
-        if not self._plug:
-            # a fixed reliance clips the same cells every round: merge equal bets (exact)
-            cap = self._c / (self._off + rs[0])
-            keep = [v for v in lam if v < cap]
-            lam, w = [*keep, cap], [*w[: len(keep)], sum(w[len(keep):])]
-            if w[-1] == 0.0:
-                lam, w = lam[:-1], w[:-1]
+        if not self._plug:  # a fixed reliance clips the same cells every round
+            lam, w = merge_clipped(lam, w, self._c / (self._off + rs[0]))
         self._lam = lam
         # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
         # is ref + log(sum u) (renormalised before it can over- or underflow)
@@ -291,9 +315,7 @@ class PlugInEProcess:
     @property
     def log_wealth_cells(self) -> list[float]:
         """Log wealth ``log W_k`` of each bet cell (``-inf`` for a cell that underflowed)."""
-        log = math.log
-        return [self._ref + log(u / w) if u > 0.0 else -math.inf
-                for u, w in zip(self._u, self._prior, strict=True)]
+        return cell_log_wealths(self._u, self._prior, self._ref)
 
     @property
     def next_bet(self) -> float:
@@ -402,12 +424,7 @@ class PlugInEProcess:
         >>> ep.log_wealth_with([0.0] * len(ep.log_wealth_cells)) == ep.log_wealth
         True
         """
-        m = max(terms)
-        if self._log_e + m < floor:  # log sum u_k e^{t_k} <= log sum u_k + max t
-            return self._log_e + m
-        exp = math.exp
-        total = sum([u * exp(t - m) for u, t in zip(self._u, terms, strict=True)])
-        return -math.inf if total <= 0.0 else self._ref + m + math.log(total)
+        return log_wealth_with(self._u, self._ref, self._log_e, terms, floor)
 
     def restart_reliance(self) -> None:
         """Forget the running sums of the plug-in reliance (after the judge drifted).
@@ -424,27 +441,15 @@ class PlugInEProcess:
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
         """Return the full state as a JSON-serializable dict (Python floats, exact)."""
-        return {
-            "kind": _STATE_KIND,
-            "version": 1,
-            "alpha": self._alpha,
-            "delta": self._delta,
-            "side": self._side,
-            "rhos": list(self._rhos),
-            "bet": self._bet.to_dict(),
-            "rounds": self._rounds,
-            "sums": list(self._sums),
-            "since": self._since,
-            "learned": self._learned,
-            "ref": self._ref,
-            "cells": list(self._u),
-        }
+        return plugin_state(self._alpha, self._delta, self._side, self._rhos, self._bet,
+                            PlugInDynamics(self._rounds, self._sums, self._since, self._learned,
+                                           self._ref, self._u))
 
     @classmethod
     @restorer("PlugInEProcess")
     def from_state(cls, d: dict[str, Any]) -> PlugInEProcess:
         """Rebuild from :meth:`to_state` output (bit-identical continuation)."""
-        check_header(d, _STATE_KIND, 1, "PlugInEProcess")
+        check_header(d, STATE_KIND, 1, "PlugInEProcess")
         ep = cls(d["alpha"], d["delta"], d["side"], d["rhos"], BetConfig.from_dict(d["bet"]))
         ep._load(d)
         return ep
@@ -460,41 +465,20 @@ class PlugInEProcess:
         ValueError
             If ``d`` is not such a state, its configuration differs, or a value is invalid.
         """
-        if not self.is_state(d) or d.get("version") != 1:
-            raise ValueError(f"not a PlugInEProcess state (kind={d.get('kind')!r})")
-        if self._rounds or self._since or self._learned:
-            raise ValueError("load_state needs a process that has seen no round")
-        if (d["alpha"], d["delta"], d["side"], [float(r) for r in d["rhos"]],
-                BetConfig.from_dict(d["bet"])) != (self._alpha, self._delta, self._side,
-                                                   list(self._rhos), self._bet):
-            raise ValueError("PlugInEProcess state: configuration differs")
+        check_loadable(d, (self._alpha, self._delta, self._side, list(self._rhos), self._bet),
+                       not (self._rounds or self._since or self._learned))
         self._load(d)
 
     def _load(self, d: dict[str, Any]) -> None:
         """Set the dynamic part of a state on a fresh process of its configuration."""
-        ep = self
-        u = [float(v) for v in d["cells"]]
-        sums = [float(v) for v in d["sums"]]
-        if len(u) != len(ep._u) or len(sums) != 5 or not all(v >= 0.0 for v in u) or not (
-                sum(u) > 0.0):
-            raise ValueError("PlugInEProcess state: wrong number of cells or sums, or bad cells")
-        ep._u = u
-        ep._ref = float(d["ref"])
-        ep._sums = sums
-        ep._rounds = int(d["rounds"])
-        ep._learned = int(d.get("learned", ep._rounds))  # older states: learned every round
-        ep._since = int(d.get("since", 0))
-        if not 0 <= ep._since <= ep._learned or ep._rounds < 0:
-            raise ValueError("PlugInEProcess state: 'since' outside [0, learned]")
-        # as the live process: exactly 0 before the first round, then ref + log(sum u)
-        # (a missing label's penalty moves the cells without counting a round)
-        fresh = ep._rounds == 0 and ep._ref == 0.0 and u == ep._prior
-        ep._log_e = 0.0 if fresh else ep._ref + math.log(sum_in_order(u))
-        if ep._plug:
-            ep._set_rho(plugin_rho(ep._learned - ep._since, sums, ep._alpha, ep._c, ep._side,
-                                   ep._rhos, ep._jp))
+        dyn = read_dynamics(d, self._prior)
+        self._u, self._ref, self._sums, self._log_e = dyn.cells, dyn.ref, dyn.sums, dyn.log_wealth
+        self._rounds, self._learned, self._since = dyn.rounds, dyn.learned, dyn.since
+        if self._plug:
+            self._set_rho(plugin_rho(self._learned - self._since, self._sums, self._alpha,
+                                     self._c, self._side, self._rhos, self._jp))
 
     @staticmethod
     def is_state(d: dict[str, Any]) -> bool:
         """Tell whether ``d`` is a :meth:`to_state` output of this class."""
-        return d.get("kind") == _STATE_KIND
+        return is_plugin_state(d)

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from monitor.stats.betting.bets import Side
 
-__all__ = ["AGREE_RATIO", "MIN_ROUNDS", "plugin_rho", "reliance", "reliance_py", "step", "step_py",
-           "sum_in_order"]
+__all__ = ["AGREE_RATIO", "MIN_ROUNDS", "cell_log_wealths", "log_wealth_with", "plugin_rho",
+           "reliance", "reliance_py", "step", "step_py", "sum_in_order"]
 
 MIN_ROUNDS = 2
 AGREE_RATIO = 0.3
@@ -136,6 +136,37 @@ def step_py(u: list[float], bets: list[float], x: float,
         ref += math.log(tot)
         tot = sum_in_order(out)
     return out, ref, ref + math.log(tot)
+
+
+def log_wealth_with(u: list[float], ref: float, log_e: float, terms: Sequence[float],
+                    floor: float) -> float:
+    """Log wealth of cells ``u`` (scale ``ref``, mixture ``log_e``) if each also took ``terms``.
+
+    A result below ``floor`` may be returned as an upper bound of it instead (cheaper).
+
+    Examples
+    --------
+    >>> log_wealth_with([0.5, 0.5], 0.0, 0.0, [0.0, 0.0], -math.inf)
+    0.0
+    """
+    m = max(terms)
+    if log_e + m < floor:  # log sum u_k e^{t_k} <= log sum u_k + max t
+        return log_e + m
+    exp = math.exp
+    total = sum([a * exp(t - m) for a, t in zip(u, terms, strict=True)])
+    return -math.inf if total <= 0.0 else ref + m + math.log(total)
+
+
+def cell_log_wealths(u: list[float], prior: list[float], ref: float) -> list[float]:
+    """Log wealth ``log W_k`` of each cell (``-inf`` for a cell that underflowed).
+
+    Examples
+    --------
+    >>> cell_log_wealths([0.5, 0.0], [0.5, 0.5], 0.0)
+    [0.0, -inf]
+    """
+    log = math.log
+    return [ref + log(a / w) if a > 0.0 else -math.inf for a, w in zip(u, prior, strict=True)]
 
 
 def sum_in_order(values: list[float]) -> float:

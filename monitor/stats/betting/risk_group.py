@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from monitor.stats.betting.autoeval import (
-    MixtureTest,
     OneSidedTest,
     PlugInTest,
     check_round,
@@ -32,7 +31,7 @@ from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 from monitor.stats.betting.confseq_group import SharedGridWealth
 from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.risk import METHODS, RiskMonitor, check_cs_kind, check_level
-from monitor.stats.betting.rows_view import RowsView
+from monitor.stats.betting.shared_rows import SharedRows, union_eprocesses
 from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CertificateGroup", "GroupedRiskMonitor"]
@@ -136,25 +135,21 @@ class CertificateGroup:
         self._rhos = union
         self._rows = {m: [union.index(v) for v in rs] for m, rs in per.items()}
         self._plugin = bet.rule == "plugin_up"
-        self._eps: tuple[BettingEProcess, ...] = () if self._plugin else tuple(
-            BettingEProcess(self._alpha, self._tdelta, side, [-v for v in union],
-                            [1.0 + v for v in union], bet)
-            for side in ("certify", "violate"))
+        eps = () if self._plugin else union_eprocesses(self._alpha, self._tdelta, union, bet)
         self._restarted = False  # a judge-drift restart changed the rho mixture weights
         self._grid: SharedGridWealth | BernsteinSequences | None = None
         if cs_grid is not None:
             kind = SharedGridWealth if cs_kind == "grid" else BernsteinSequences
             self._grid = kind(self._tdelta, union, bet, cs_grid, [self._rows[m] for m in meths])
-        self._wire()
+        self._wire(eps=eps)
 
-    def _wire(self, own: list[PlugInTest] | None = None) -> None:
-        # member RiskMonitors reading the shared e-processes and grid (plugin_up: own tests,
-        # from ``own`` when restoring)
-        self._twins = self._bet.rule == "wsr" and self._eps[0].is_twin_of(self._eps[1])
+    def _wire(self, own: list[PlugInTest] | None = None,
+              eps: tuple[BettingEProcess, ...] = ()) -> None:
+        # members reading the shared rows (wsr/up: eps) or own tests (plugin_up; ``own``: restored)
+        self._shared = SharedRows(self._alpha, self._tdelta, self._rhos, self._bet, eps)
         self._members: dict[str, GroupedRiskMonitor] = {}
         self._tests: list[OneSidedTest] = []  # certify and violate of each method, in order
         self._plugin_tests: list[PlugInTest] = []  # the same tests (plugin_up), or empty
-        self._mixture_tests: list[MixtureTest] = []  # the same tests (shared rows), or empty
         for j, meth in enumerate(self._methods):
             rhos = [self._rhos[i] for i in self._rows[meth]]
             certify: OneSidedTest
@@ -165,11 +160,7 @@ class CertificateGroup:
                     PlugInTest(self._alpha, self._tdelta, "violate", rhos, self._bet))
                 self._plugin_tests.extend(pair)
             else:
-                certify, violate = rows = tuple(
-                    MixtureTest(self._alpha, self._tdelta, ep.side, rhos, self._bet,
-                                e_process=RowsView(ep, self._rows[meth]))
-                    for ep in self._eps)
-                self._mixture_tests.extend(rows)
+                certify, violate = self._shared.add_method(rhos, self._rows[meth])
             config = {"alpha": self._alpha, "delta": self._delta, "method": meth,
                       "bet": self._bet, "n_rhos": self._n_rhos, "cs_grid": self._cs_grid,
                       "cs_kind": self._cs_kind, "threshold_delta": self._tdelta}
@@ -204,7 +195,7 @@ class CertificateGroup:
         new.__dict__.update(self.__dict__)
         grid = new._grid = None if self._grid is None else self._grid.spawn()
         tests = new._plugin_tests = [t.spawn() for t in self._plugin_tests]
-        new._tests, new._mixture_tests = list(tests), []
+        new._tests = list(tests)  # (new._shared: the prototype's, empty for plugin_up)
         # the members as _wire builds them (method j reads tests 2j, 2j + 1 and sequence j),
         # copied from this group's unread members instead of assembled from their config
         new._members = {
@@ -245,29 +236,12 @@ class CertificateGroup:
                 for t, r in zip(self._plugin_tests, rhos, strict=True):
                     t.advance(h, f, b, r, learn)
         else:
-            self._advance_rows(h, f, b)
+            self._shared.advance(h, f, b)
         if self._grid is not None:
             self._grid.update(h, f, b)
         bias = f - h
         for m in self._members.values():
             m.add_judge_bias(bias)
-
-    def _advance_rows(self, h: float, f: float, b: float | None) -> None:
-        d: float | None
-        if b is None:
-            d = None
-            q = [h] * len(self._rhos)
-        else:
-            d = b - f
-            q = [h + r * d for r in self._rhos]
-        cert, viol = self._eps
-        if self._twins:
-            cert.advance_twins(viol, q)
-        else:
-            cert.advance(q)
-            viol.advance(q)
-        for t in self._mixture_tests:
-            t.record_shared_round(h, d)
 
     def penalize(self, judge_loss: float, block_mean: float | None,
                  rhos: Sequence[float] | None = None) -> None:
@@ -284,8 +258,8 @@ class CertificateGroup:
         ``"grid"`` sequences (:meth:`SharedGridWealth.penalize`); the judge bias is not fed.
         """
         if not self._plugin:
-            self._penalize_rows(float(judge_loss),
-                                None if block_mean is None else float(block_mean))
+            self._shared.penalize(float(judge_loss),
+                                  None if block_mean is None else float(block_mean))
         elif rhos is None:
             for t in self._plugin_tests:
                 t.penalize(judge_loss, block_mean)
@@ -295,17 +269,6 @@ class CertificateGroup:
         if self._grid is not None:
             self._grid.penalize(float(judge_loss),
                                 None if block_mean is None else float(block_mean))
-
-    def _penalize_rows(self, f: float, b: float | None) -> None:
-        """``wsr`` / ``up``: the certify rows see the label 1, the violate rows the label 0."""
-        d = None if b is None else b - f
-        n = len(self._rhos)
-        cert, viol = self._eps
-        cert.advance([1.0] * n if d is None else [1.0 + r * d for r in self._rhos])
-        viol.advance([0.0] * n if d is None else [r * d for r in self._rhos])
-        self._twins = False  # their statistics differ from now on
-        for t in self._mixture_tests:
-            t.record_shared_round(1.0 if t.side == "certify" else 0.0, d)
 
     def learn(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
         """Let every ``plugin_up`` test's reliance learn from a label that just arrived."""
@@ -368,7 +331,6 @@ class CertificateGroup:
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state of the whole group (shared parts stored once)."""
-        first = self._tests[0]
         if self._plugin:
             return {
                 "kind": _STATE_KIND,
@@ -382,11 +344,7 @@ class CertificateGroup:
             "kind": _STATE_KIND,
             "version": 1,
             "config": self._config_state(),
-            "certify": self._eps[0].to_state(),
-            "violate": self._eps[1].to_state(),
-            "tests": [list(t.progress[:2]) for t in self._tests],
-            "sum_human": first.progress[2],
-            "sum_shift": first.progress[3],
+            **self._shared.to_state(),  # certify, violate, tests, sum_human, sum_shift
             "sum_bias": next(iter(self._members.values())).sum_judge_bias,
             "cs": None if self._grid is None else self._grid.to_state(),
             # only after a judge-drift restart of the rho mixture (else uniform, implied)
@@ -440,23 +398,8 @@ class CertificateGroup:
             g._wire(tests)
             g._load_common(d)
             return g
-        eps = (BettingEProcess.from_state(d["certify"]), BettingEProcess.from_state(d["violate"]))
-        for new, old in zip(eps, g._eps, strict=True):
-            if (new.lo_list, new.hi_list, new.side, new.alpha, new.delta) != (
-                    old.lo_list, old.hi_list, old.side, old.alpha, old.delta):
-                raise ValueError("CertificateGroup state: e-processes do not match the config")
-        g._eps = eps
-        g._wire()
-        if len(d["tests"]) != len(g._mixture_tests):
-            raise ValueError("CertificateGroup state: wrong number of tests")
-        for m, (mx, crossed) in zip(g._mixture_tests, d["tests"], strict=True):
-            m.restore_progress(mx, crossed, d["sum_human"], d["sum_shift"])
-        if "log_w0" in d:
-            if len(d["log_w0"]) != len(g._mixture_tests):
-                raise ValueError("CertificateGroup state: wrong number of prior weights")
-            for m, w in zip(g._mixture_tests, d["log_w0"], strict=True):
-                m.set_prior_log_weights([float(v) for v in w])
-            g._restarted = True
+        g._wire(eps=SharedRows.restored_eps(d, g._shared.eps))
+        g._restarted = g._shared.load_progress(d)
         g._load_common(d)
         return g
 

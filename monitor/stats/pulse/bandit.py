@@ -22,7 +22,8 @@ from monitor.stats.pulse.bestarm import BestModelCertifier
 
 # SelectionConfig and ucb_index live in selection_config; re-exported here for existing importers.
 from monitor.stats.pulse.config import Method, SelectionConfig, ucb_index
-from monitor.stats.pulse.lowrank import LogisticLowRank, RefitCost, sigmoid
+from monitor.stats.pulse.lowrank import LogisticLowRank, RefitCost
+from monitor.stats.pulse.predictions import ScorePredictions
 from monitor.stats.state_contract import MAX_CELLS, StateError, restorer, size
 
 __all__ = ["Method", "SelectionBandit", "SelectionConfig", "ucb_index"]
@@ -75,24 +76,20 @@ class SelectionBandit:
         self._m, self._n = int(n_models), int(n_examples)
         self._aipw = AIPWEstimator(self._m, self._n, config.lambda_rule)
         self._cert = BestModelCertifier(self._m, config.delta, config.epsilon, config.bet_cap)
-        self._lr: LogisticLowRank | None = None
+        lr: LogisticLowRank | None = None
         if config.method != "ucbe":
             if example_factors is None:
                 raise ValueError(f"method {config.method!r} needs example_factors")
-            self._lr = LogisticLowRank(self._m, example_factors, l2=config.l2,
-                                       freeze_examples=config.freeze_examples)
-            if self._lr.example_factors.shape[0] != self._n:
+            lr = LogisticLowRank(self._m, example_factors, l2=config.l2,
+                                 freeze_examples=config.freeze_examples)
+            if lr.example_factors.shape[0] != self._n:
                 raise ValueError("example_factors must have one row per example")
-        self._pred: FloatArray | None = None  # set at the first refit (end of initialization)
-        self._naive = np.full(self._m, np.nan)
+        self._p = ScorePredictions(lr, self._m, config.method, config.freeze_examples)  # refits
         self._received: dict[int, dict[int, float]] = {}
         self._steps = 0
         self._issued = 0
         self._completed = 0
         self._bandit_done = 0
-        self._dirty: set[int] = set()
-        self._refits = 0
-        self._cost = RefitCost(0, 0, 0, 0)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -130,9 +127,9 @@ class SelectionBandit:
         """Estimates the method ranks by (AIPW, observation means or naive pooling)."""
         if self._cfg.method == "pulse":
             return self._aipw.estimates
-        if self._cfg.method == "ucbe" or self._pred is None:
+        if self._cfg.method == "ucbe" or self._p.pred is None:
             return self._aipw.observed_means
-        return self._naive.copy()
+        return self._p.naive.copy()
 
     @property
     def lower(self) -> FloatArray:
@@ -192,17 +189,17 @@ class SelectionBandit:
     @property
     def refits(self) -> int:
         """Refits done."""
-        return self._refits
+        return self._p.refits
 
     @property
     def refit_cost(self) -> RefitCost:
         """Total compute of all refits."""
-        return self._cost
+        return self._p.cost
 
     @property
     def stage(self) -> str:
         """``"init"`` until every model has ``T0`` pulls, then ``"bandit"``."""
-        return "init" if self._pred is None and self._in_init() else "bandit"
+        return "init" if self._p.pred is None and self._in_init() else "bandit"
 
     # ------------------------------------------------------------------ requests
     def _in_init(self) -> bool:
@@ -245,8 +242,8 @@ class SelectionBandit:
             waiting for scores, or everything is observed.
         """
         out: list[tuple[int, list[int]]] = []
-        if self._pred is None and not self._in_init() and self._lr is not None:
-            self._initial_refit()
+        if self._p.pred is None and not self._in_init() and self._p.lr is not None:
+            self._p.initial_refit(self._aipw, self._n)
         for i in self._candidates():
             if len(out) >= max_requests:
                 break
@@ -255,7 +252,7 @@ class SelectionBandit:
                 break
             bsz = min(self._cfg.batch_size, left)
             in_init = bool(self._aipw.pulls[i] < self._cfg.init_pulls)
-            preds = None if (in_init or self._pred is None) else self._pred[i]
+            preds = None if (in_init or self._p.pred is None) else self._p.pred[i]
             plan = self._aipw.plan(i, bsz, self._rng(self._steps), predictions=preds,
                                    step=self._steps)
             self._steps += 1
@@ -323,56 +320,19 @@ class SelectionBandit:
             obs = float(self._aipw.observed_sum[i])
             left = float(self._n - int(self._aipw.n_observed[i]))
             self._cert.set_exact(i, obs / self._n, (obs + left) / self._n)
-        self._dirty.add(i)
-        if self._pred is not None:
-            self._naive_row(i)
-        if self._lr is None:
+        self._p.dirty.add(i)
+        if self._p.pred is not None:
+            self._p.naive_row(self._aipw, i)
+        if self._p.lr is None:
             return
-        if self._pred is None:
+        if self._p.pred is None:
             if not self._in_init():
-                self._initial_refit()
+                self._p.initial_refit(self._aipw, self._n)
             return
         if not was_init:
             self._bandit_done += 1
             if self._bandit_done % self._cfg.refit_every == 0:
-                self._refit()
-
-    def _naive_row(self, i: int) -> None:
-        pred = self._require_pred()
-        self._naive[i] = self._aipw.naive_estimate(i, pred[i])
-
-    def _predict_rows(self, rows: list[int]) -> None:
-        lr = self._require_lr()
-        pred = self._require_pred()
-        u = lr.model_factors
-        v = lr.example_factors
-        for i in rows:
-            pred[i] = sigmoid(v @ u[i])
-            self._naive_row(i)
-
-    def _require_lr(self) -> LogisticLowRank:
-        if self._lr is None:
-            raise RuntimeError(f"selection method {self._cfg.method!r} has no low-rank model")
-        return self._lr
-
-    def _require_pred(self) -> np.ndarray:
-        if self._pred is None:
-            raise RuntimeError("predictions are used before the first refit")
-        return self._pred
-
-    def _initial_refit(self) -> None:
-        self._require_lr()
-        self._pred = np.zeros((self._m, self._n))
-        self._refit()
-
-    def _refit(self) -> None:
-        lr = self._require_lr()
-        rows = sorted(self._dirty)
-        cost = lr.refit(self._aipw.observed_scores, self._aipw.mask, rows=rows)
-        self._cost = self._cost + cost
-        self._refits += 1
-        self._dirty.clear()
-        self._predict_rows(rows if self._cfg.freeze_examples else list(range(self._m)))
+                self._p.refit(self._aipw)
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
@@ -381,13 +341,13 @@ class SelectionBandit:
             "format": "certmon.selection", "version": 1,
             "config": self._cfg.to_dict(), "n_models": self._m, "n_examples": self._n,
             "aipw": self._aipw.to_state(), "certifier": self._cert.to_state(),
-            "lowrank": None if self._lr is None else self._lr.to_state(),
-            "predicted": self._pred is not None,
+            "lowrank": None if self._p.lr is None else self._p.lr.to_state(),
+            "predicted": self._p.pred is not None,
             "received": {str(k): [[j, s] for j, s in v.items()] for k, v in
                          self._received.items()},
             "steps": self._steps, "issued": self._issued, "completed": self._completed,
-            "bandit_done": self._bandit_done, "dirty": sorted(self._dirty),
-            "refits": self._refits, "cost": self._cost.to_dict(),
+            "bandit_done": self._bandit_done, "dirty": sorted(self._p.dirty),
+            "refits": self._p.refits, "cost": self._p.cost.to_dict(),
         }
 
     @classmethod
@@ -406,18 +366,18 @@ class SelectionBandit:
         obj._aipw = AIPWEstimator.from_state(state["aipw"])
         obj._cert = BestModelCertifier.from_state(state["certifier"])
         if lr_state is not None:
-            obj._lr = LogisticLowRank.from_state(lr_state)
+            obj._p.lr = LogisticLowRank.from_state(lr_state)
         obj._received = {int(k): {int(j): float(s) for j, s in v_} for k, v_ in
                          state["received"].items()}
         obj._steps, obj._issued = int(state["steps"]), int(state["issued"])
         obj._completed, obj._bandit_done = int(state["completed"]), int(state["bandit_done"])
-        obj._dirty = {int(x) for x in state["dirty"]}
-        obj._refits = int(state["refits"])
-        obj._cost = RefitCost(**{k: int(x) for k, x in state["cost"].items()})
-        if state["predicted"] not in (True, False) or (state["predicted"] and obj._lr is None):
+        obj._p.dirty = {int(x) for x in state["dirty"]}
+        obj._p.refits = int(state["refits"])
+        obj._p.cost = RefitCost(**{k: int(x) for k, x in state["cost"].items()})
+        if state["predicted"] not in (True, False) or (state["predicted"] and obj._p.lr is None):
             raise StateError(f"predicted must be a boolean, and true only with a low-rank "
                              f"model, got {state['predicted']!r}")
         if state["predicted"]:
-            obj._pred = np.zeros((obj._m, obj._n))
-            obj._predict_rows(list(range(obj._m)))
+            obj._p.pred = np.zeros((obj._m, obj._n))
+            obj._p.predict_rows(obj._aipw, list(range(obj._m)))
         return obj
