@@ -27,16 +27,21 @@ from monitor.stats.betting.bernstein import (
 from monitor.stats.betting.bernstein_block import BlockKernel
 from monitor.stats.betting.bernstein_edges import EdgeWalk, next_rejections
 from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.confseq_bernstein_state import (
+    FORMAT,
+    BernsteinDynamics,
+    check_format,
+    read_dynamics,
+    sequences_state,
+)
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
 from monitor.stats.betting.grid_wealth import edge_limit
 from monitor.stats.betting.members import BernsteinMember
 from monitor.stats.state_contract import restorer
 
-__all__ = ["BernsteinMember", "BernsteinSequences", "block_sums"]
+__all__ = ["FORMAT", "BernsteinMember", "BernsteinSequences", "block_sums", "flush_many"]
 
 FloatArray = npt.NDArray[np.float64]
-FORMAT = "certmon.confseq_bernstein"
-_VERSION = 1
 _CHUNK = 32  # rounds of a bet block; buffered rounds are applied when their block completes
 
 
@@ -342,76 +347,19 @@ class BernsteinSequences:
     # ------------------------------------------------------------------ many at once
     @staticmethod
     def flush_all(seqs: Iterable[BernsteinSequences]) -> None:
-        """Apply the buffered rounds of many sequences, siblings in one vectorized pass.
-
-        Sequences of one configuration (a suite's models) whose buffered rounds lie in one
-        bet block share the array work (:func:`block_sums` with a leading axis); the bound
-        moves stay each sequence's own. The result is what :meth:`flush` on each gives (the
-        same float operations, element by element), at a fraction of the cost when many
-        sequences hold a few rounds each (a read of a large fleet).
+        """Apply the buffered rounds of many sequences at once: :func:`flush_many`.
 
         Examples
         --------
         >>> proto = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
-        >>> a, b, c = proto.spawn(), proto.spawn(), proto.spawn()
-        >>> for i in range(40):
-        ...     for s in (a, b, c):
-        ...         s.update(float(i % 3 == 0), 0.0, 0.2)
-        >>> BernsteinSequences.flush_all([a, b]); c.flush()
-        >>> a.to_state() == c.to_state() == b.to_state()
+        >>> a, b = proto.spawn(), proto.spawn()
+        >>> a.update(1.0, 0.0, 0.2); b.update(1.0, 0.0, 0.2)
+        >>> BernsteinSequences.flush_all([a]); b.flush(); a.to_state() == b.to_state()
         True
         """
-        groups: dict[Any, list[BernsteinSequences]] = {}
-        for s in seqs:
-            k = len(s._pending) // 2
-            if not k:
-                continue
-            if s._applied % _CHUNK + k > _CHUNK or not any(m.is_valid for m in s.members):
-                s.flush()  # spans two bet blocks (or nothing to apply): alone
-            else:
-                groups.setdefault(s._layout, []).append(s)
-        for group in groups.values():
-            if len(group) == 1:
-                group[0].flush()
-                continue
-            ks = [len(s._pending) // 2 for s in group]
-            # every buffered (h, b - f) in one array; round i of sequence n goes to qs[n, i]
-            hd = np.frombuffer(b"".join(s._pending for s in group), dtype=np.float64)
-            hd = hd.reshape(-1, 2)
-            counts = np.array(ks)
-            seq_of = np.repeat(np.arange(len(group)), counts)
-            round_of = np.arange(len(hd)) - np.repeat(np.cumsum(counts) - counts, counts)
-            qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
-            qs[seq_of, round_of] = hd[:, :1] + hd[:, 1:] * group[0]._row_rho
-            for s in group:
-                s._pending = array("d")
-                s._open_block()
-            up, low, totals, devs = block_sums(group, qs)
-            # as _settle, for all at once: where no test can reject yet and every member is
-            # valid, the sums after the last round are kept as they are
-            at = (np.arange(len(group)), np.array(ks) - 1)
-            last_up, last_low = up[at], low[at]  # (N, 5, R)
-            reach = np.max(np.maximum(last_up[:, 0], last_low[:, 0]) * (1.0 + group[0]._row_rho),
-                           axis=1)
-            first = group[0]
-            limit = edge_limit(first.log_threshold) - 1e-9 * (1.0 + abs(first.log_threshold))
-            quiet = (reach + 1e-9 * (1.0 + reach) < limit).tolist()
-            last_tot, last_dev = totals[at], devs[at]
-            last_sums = np.stack([last_up, last_low], axis=1)  # (N, 2, 5, R)
-            for n, s in enumerate(group):
-                if quiet[n] and all(m.is_valid for m in s.members):
-                    s.sums = last_sums[n].copy()
-                    s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
-                else:
-                    k = ks[n]
-                    s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
-                s._applied = s.rounds
+        flush_many(seqs)
 
     # ------------------------------------------------------------------ state
-    def _params(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": _VERSION, "delta": self.delta,
-                "bet": self.bet.to_dict(), "grid_size": self.grid_size}
-
     def to_state(self) -> dict[str, Any]:
         """JSON-serializable state: parameters, rounds, sums and every member's edges."""
         return self._state(range(len(self.members)))
@@ -425,22 +373,19 @@ class BernsteinSequences:
         rows = [r for j in which for r in range(self.members[j].rows.start,
                                                  self.members[j].rows.stop)]
         own = len(which) == len(self.members)
-        return {**self._params(),
-                "rhos": list(self.rhos) if own else [self.rhos[i] for j in which
-                                                      for i in self._member_idx[j]],
-                "members": [list(m) for m in self._member_idx] if own else [list(range(len(rows)))],
-                "rounds": self.rounds, "wsr_total": [self.total[r] for r in rows],
-                "wsr_dev": [self.dev[r] for r in rows], "sums": self.sums[:, :, rows].tolist(),
-                "edges": [[self.members[j].lo_edge, self.members[j].hi_edge,
-                           self.members[j].is_valid, *self._cap_edges[j]] for j in which]}
+        rhos = self.rhos if own else [self.rhos[i] for j in which for i in self._member_idx[j]]
+        edges = [[self.members[j].lo_edge, self.members[j].hi_edge, self.members[j].is_valid,
+                  *self._cap_edges[j]] for j in which]
+        dyn = BernsteinDynamics(self.rounds, [self.total[r] for r in rows],
+                                [self.dev[r] for r in rows], self.sums[:, :, rows], edges)
+        return sequences_state(self.delta, self.bet, self.grid_size, rhos,
+                               self._member_idx if own else [list(range(len(rows)))], dyn)
 
     @classmethod
     @restorer("BernsteinSequences")
     def from_state(cls, d: dict[str, Any]) -> BernsteinSequences:
         """Rebuild from :meth:`to_state` output; continuing is bit-identical."""
-        if d.get("format") != FORMAT or d.get("version") != _VERSION:
-            raise ValueError(f"not a Bernstein confidence-sequence state "
-                             f"(format={d.get('format')!r})")
+        check_format(d)
         g = cls(float(d["delta"]), d["rhos"], BetConfig.from_dict(d["bet"]),
                 int(d["grid_size"]), d["members"])
         g.load_state(d)
@@ -452,40 +397,81 @@ class BernsteinSequences:
         Raises
         ------
         ValueError
-            Shapes that do not match the configuration, non-finite sums, negative counts,
-            edges outside ``[0, grid_size]`` or in the wrong order for a valid member.
+            As :func:`~monitor.stats.betting.confseq_bernstein_state.read_dynamics`: a
+            document whose shapes, sums or edges these sequences could not have written.
         """
-        sums = np.asarray(d["sums"], dtype=np.float64)
-        total = [float(v) for v in d["wsr_total"]]
-        dev = [float(v) for v in d["wsr_dev"]]
-        edges = d["edges"]
-        n = self.sums.shape[2]
-        if sums.shape != self.sums.shape or len(total) != n or len(dev) != n or len(
-                edges) != len(self.members):
-            raise ValueError("malformed confidence-sequence state: shapes do not match")
-        rounds = d["rounds"]
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
-            raise ValueError(f"confidence-sequence rounds must be an int >= 0, got {rounds!r}")
-        if not (np.all(np.isfinite(sums)) and all(map(math.isfinite, total + dev))
-                and min(dev) >= 0.0):
-            raise ValueError("confidence-sequence state holds non-finite or negative sums")
-        if np.any(sums[:, 0] < 0.0) or np.any(sums[:, 2] > 0.0) or np.any(sums[:, 4] > 0.0):
-            raise ValueError("confidence-sequence sums out of range (bets are >= 0, the "
-                             "quadratic coefficients <= 0)")
-        for e in edges:
-            if not isinstance(e, list) or len(e) != 5:
-                raise ValueError(f"confidence-sequence edges malformed: {e!r}")
-            lo, hi, ok, cap_lo, cap_hi = e
-            if (not all(isinstance(v, int) and not isinstance(v, bool)
-                        for v in (lo, hi, cap_lo, cap_hi))
-                    or not 0 <= cap_lo <= lo <= self.grid_size
-                    or not 0 <= hi <= cap_hi <= self.grid_size
-                    or not isinstance(ok, bool) or (ok and lo >= hi)):
-                raise ValueError(f"confidence-sequence edges out of range: {e!r}")
-        self.sums, self.total, self.dev = sums, total, dev
-        self.rounds = self._applied = rounds
-        for m, (lo, hi, ok, _, _) in zip(self.members, edges, strict=True):
+        dyn = read_dynamics(d, self.sums.shape, len(self.members), self.grid_size)
+        self.sums, self.total, self.dev = dyn.sums, dyn.total, dyn.dev
+        self.rounds = self._applied = dyn.rounds
+        for m, (lo, hi, ok, _, _) in zip(self.members, dyn.edges, strict=True):
             m.lo_edge, m.hi_edge, m.is_valid = lo, hi, ok
-        self._cap_edges = [(e[3], e[4]) for e in edges]
+        self._cap_edges = [(e[3], e[4]) for e in dyn.edges]
         self._pending = array("d")
 
+
+def flush_many(seqs: Iterable[BernsteinSequences]) -> None:
+    """Apply the buffered rounds of many sequences, siblings in one vectorized pass.
+
+    Sequences of one configuration (a suite's models) whose buffered rounds lie in one bet
+    block share the array work (:func:`block_sums` with a leading axis); the bound moves stay
+    each sequence's own. The result is what :meth:`BernsteinSequences.flush` on each gives
+    (the same float operations, element by element), at a fraction of the cost when many
+    sequences hold a few rounds each (a read of a large fleet).
+    :meth:`BernsteinSequences.flush_all` is this function.
+
+    Examples
+    --------
+    >>> proto = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
+    >>> a, b, c = proto.spawn(), proto.spawn(), proto.spawn()
+    >>> for i in range(40):
+    ...     for s in (a, b, c):
+    ...         s.update(float(i % 3 == 0), 0.0, 0.2)
+    >>> flush_many([a, b]); c.flush()
+    >>> a.to_state() == c.to_state() == b.to_state()
+    True
+    """
+    groups: dict[Any, list[BernsteinSequences]] = {}
+    for s in seqs:
+        k = len(s._pending) // 2
+        if not k:
+            continue
+        if s._applied % _CHUNK + k > _CHUNK or not any(m.is_valid for m in s.members):
+            s.flush()  # spans two bet blocks (or nothing to apply): alone
+        else:
+            groups.setdefault(s._layout, []).append(s)
+    for group in groups.values():
+        if len(group) == 1:
+            group[0].flush()
+            continue
+        ks = [len(s._pending) // 2 for s in group]
+        # every buffered (h, b - f) in one array; round i of sequence n goes to qs[n, i]
+        hd = np.frombuffer(b"".join(s._pending for s in group), dtype=np.float64)
+        hd = hd.reshape(-1, 2)
+        counts = np.array(ks)
+        seq_of = np.repeat(np.arange(len(group)), counts)
+        round_of = np.arange(len(hd)) - np.repeat(np.cumsum(counts) - counts, counts)
+        qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
+        qs[seq_of, round_of] = hd[:, :1] + hd[:, 1:] * group[0]._row_rho
+        for s in group:
+            s._pending = array("d")
+            s._open_block()
+        up, low, totals, devs = block_sums(group, qs)
+        # as _settle, for all at once: where no test can reject yet and every member is
+        # valid, the sums after the last round are kept as they are
+        at = (np.arange(len(group)), np.array(ks) - 1)
+        last_up, last_low = up[at], low[at]  # (N, 5, R)
+        reach = np.max(np.maximum(last_up[:, 0], last_low[:, 0]) * (1.0 + group[0]._row_rho),
+                       axis=1)
+        first = group[0]
+        limit = edge_limit(first.log_threshold) - 1e-9 * (1.0 + abs(first.log_threshold))
+        quiet = (reach + 1e-9 * (1.0 + reach) < limit).tolist()
+        last_tot, last_dev = totals[at], devs[at]
+        last_sums = np.stack([last_up, last_low], axis=1)  # (N, 2, 5, R)
+        for n, s in enumerate(group):
+            if quiet[n] and all(m.is_valid for m in s.members):
+                s.sums = last_sums[n].copy()
+                s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
+            else:
+                k = ks[n]
+                s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
+            s._applied = s.rounds
