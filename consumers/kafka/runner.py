@@ -16,7 +16,7 @@ optional judge/label topics, co-partitioned by the range assignor):
   flush every sink, write the checkpoint durably (one document per suite changed since the
   last one, then the partition's manifest: :mod:`monitor.incremental`), then commit the
   offsets to Kafka (so lag tools see progress). If a sink cannot deliver, every partition
-  rewinds to its last checkpoint.
+  rewinds to its last checkpoint (:mod:`consumers.kafka.checkpoint_step`).
 - **revoked**: flush and write a final checkpoint, then drop the engine; **lost** (evicted
   from the group): drop the engine without writing.
 
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from consumers.kafka.checkpoint_step import CheckpointStep
 from consumers.kafka.clients import (
     engine_read_kwargs,
     kafka_outputs_wanted,
@@ -56,16 +57,15 @@ from consumers.kafka.lifecycle import (
 )
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
-from consumers.kafka.partitions import PartitionWorker, process_records, write_checkpoints
+from consumers.kafka.partitions import PartitionWorker, process_records
 from consumers.kafka.rebalance import RebalanceCallbacks
 from consumers.kafka.repartition import Repartitioner
 from consumers.kafka.retries import RecordFailed, log_failure
-from consumers.kafka.sinks import KafkaOutputs, ProduceError
+from consumers.kafka.sinks import KafkaOutputs
 from consumers.kafka.state import merge_state_views
 from consumers.kafka.stopping import StopSequence
 from monitor.checkpoint import CheckpointStore
 from monitor.config.kafka import kafka_config_of
-from monitor.errors import CheckpointError
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
@@ -82,7 +82,7 @@ __all__ = ["KafkaRunner"]
 STAGE_START_WAIT_S = 5.0  # longest the engines' consumer waits for the stage's first join
 
 
-class KafkaRunner(RebalanceCallbacks, StopSequence):
+class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
     """Consume, process, checkpoint; see the module docstring for the protocol.
 
     Parameters
@@ -250,28 +250,6 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
             self._process(records)
             self._mid_batch = False
 
-    def _save_before_drop(self) -> None:
-        """Checkpoint the engines' unsaved work before a loop failure drops them.
-
-        Only with a store that does not need the brokers (``checkpoint_store = "local"``):
-        the checkpoint topic is unreachable in the outages that fail the loop. Nothing is
-        written after a failure inside processing (``_mid_batch``), nor by a member that
-        may have left its generation (:meth:`_maybe_checkpoint` checks it), and no offset is
-        committed (advisory only; the brokers may be gone). The outputs are flushed first as
-        for any checkpoint: if they cannot be delivered nothing is saved and the records are
-        read again from the previous checkpoint (exact, the work redone).
-        """
-        consumer = self._consumer
-        if consumer is None or self._mid_batch or self.kafka.checkpoint_store != "local":
-            return
-        try:
-            self._maybe_checkpoint(consumer, force=True, commit=False)
-        except Exception as exc:  # the loop failed already; the previous checkpoint stands
-            log.warning("checkpoint before reconnecting failed", extra={"error": repr(exc)})
-        else:
-            if not self._ckpt_failed:
-                log.info("checkpoint written before reconnecting")
-
     def _on_record_failed(self, worker: PartitionWorker, exc: RecordFailed) -> None:
         """Count and log a processing failure, then rewind the partition to retry it."""
         self.metrics.record_failed(exc.error)
@@ -305,67 +283,6 @@ class KafkaRunner(RebalanceCallbacks, StopSequence):
             self._progress.emit(partitions=sorted(self._workers), lag=lag,
                                 held=sorted(self.held.reasons()),
                                 kafka_reachable=self._broker.reachable)
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def _maybe_checkpoint(self, consumer: KafkaConsumer, force: bool = False,
-                          commit: bool = True) -> None:
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        now = time.monotonic()
-        k = self.kafka
-        if self._fenced(consumer):  # evicted: the partitions' new owner writes them now
-            self._ready = False
-            return
-        with self._lock:
-            due = [
-                w
-                for w in self._workers.values()
-                if force or w.due(k.checkpoint_every_records, k.checkpoint_every_seconds, now)
-            ]
-            try:
-                commits = write_checkpoints(due, self._sinks.values(), self.ops)
-            except ProduceError as exc:
-                log.warning("output delivery failed; rewinding", extra={"error": str(exc)})
-                self._rewind(consumer)
-                self._ready, self._ckpt_failed = False, True
-                return
-            except CheckpointError as exc:
-                log.warning("checkpoint failed; will retry", extra={"error": str(exc)})
-                for w in due:
-                    w.last_checkpoint = now
-                self._ready, self._ckpt_failed = False, True
-                return
-        if commits:
-            self._ckpt_failed = False
-        self._ready = not self._ckpt_failed  # after a failure: until a checkpoint is written
-        if commits and commit:
-            try:
-                wait = self._budget.left(self._commit_timeout_s())
-                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                 for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
-            except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
-                log.info("offset commit skipped", extra={"error": repr(exc)})
-
-    def _commit_timeout_s(self) -> float:
-        """Return how long an offset commit may wait.
-
-        ``request_timeout_ms``; while stopping, a third of ``shutdown_timeout_seconds``
-        (the commit is advisory: the closes after it keep their share of the budget).
-        """
-        wait = self.kafka.request_timeout_ms / 1e3
-        if self._budget.deadline is not None:
-            wait = min(wait, self.kafka.shutdown_timeout_seconds / 3)
-        return wait
-
-    def _rewind(self, consumer: KafkaConsumer) -> None:
-        """Reset every engine to its last durable checkpoint and seek back to it."""
-        for w in self._workers.values():
-            w.rewind(self.config)
-            w.seek(consumer)
-        self._engine_swaps += 1
-        self._sync_fetcher(consumer)
 
     # ------------------------------------------------------------------ main loop
 
