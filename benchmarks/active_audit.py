@@ -1,4 +1,4 @@
-"""Labels to certify: active audits against uniform audits (issue 29).
+"""Labels to certify: active audits against uniform audits.
 
 Streams: every judged unit has a judge score ``f`` (a failure probability) and a human loss
 ``L ~ Bernoulli(p(f))``. Judges:
@@ -19,7 +19,7 @@ Budget ``b = 0.1`` (``audit_rate``), certify side, delta 0.01 (``--delta``), alp
   (policy, reliance, bet) in hindsight, over the candidate policies (``active``) or the uniform
   one (``uniform``), ``g*`` the exact expected log growth per unit for the true distribution.
 
-Ratios: ``active / uniform IPW`` and ``active / uniform plugin_up`` (issue 29's targets:
+Ratios: ``active / uniform IPW`` and ``active / uniform plugin_up`` (targets:
 calibrated at most 0.85, uninformative at most 1.05).
 
 Run: ``python benchmarks/active_audit.py`` (about 1-2 minutes on 2 busy cores); ``--quick``:

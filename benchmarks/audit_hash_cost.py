@@ -10,7 +10,7 @@ cost of each form. Both modes must write the same STATE.json (checked).
 Usage: python benchmarks/audit_hash_cost.py [--input FILE] [--config examples/minimal.toml]
        [--repeat 5]
 
-Without ``--input`` it simulates the issue's stream once into ``benchmarks/out``:
+Without ``--input`` it simulates the stream once into ``benchmarks/out``:
 ``certmon simulate --events 1000000 --audit-mode hash --audit-rate 0.05 --seed 1``.
 """
 

@@ -24,8 +24,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from monitor.stats.cereval.bernstein import MIN_LOG_FACTOR, bernstein_radius, hoeffding_radius
 from monitor.stats.cereval.partition import fit_knn_partition
+from monitor.stats.cereval.stitched_radii import MIN_LOG_FACTOR, bernstein_radius, hoeffding_radius
 
 SCENARIOS = {"S1": (1, 5.0), "S2": (3, 5.0), "S3": (3, 1.0)}  # K, lambda
 

@@ -1,5 +1,5 @@
 """Audited examples a comparison needs to decide, against the clairvoyant constant bettor and a
-fixed-size two-proportion test (issue 28).
+fixed-size two-proportion test.
 
 Streams of :mod:`tests.support.comparison_rounds` (judge agreement 0.9, 3 unaudited examples
 per audited one per arm, margin 0.02, delta 0.05). For each scenario it prints, over ``--reps``

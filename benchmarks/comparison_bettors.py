@@ -1,4 +1,4 @@
-"""Study of issue 28's bettors for comparisons: the default grid mixture against predictable
+"""Study of bettors for comparisons: the default grid mixture against predictable
 adaptive bets (aGRAPA, ONS), a warm-up of the judge reliance and a variance-scaled grid.
 
 Re-implements the comparison e-process (plug-in reliance of

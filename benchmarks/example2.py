@@ -3,7 +3,7 @@
 Setting (paper Examples 1-2): binary human loss with risk R = 0.1, target alpha = 0.12, a judge
 that reports the same loss with probability gamma (else the flipped loss), r = 10 unaudited
 judge losses per round, S = 10 reliance factors, universal-portfolio bets with c = 3/4 (the
-paper's Example 2 uses UP). Runs the real :class:`monitor.stats.betting.autoeval.AutoEvalTest` for
+paper's Example 2 uses UP). Runs the real :func:`monitor.stats.betting.autoeval.one_sided_test` for
 R-Eval, R-AutoEval and R-AutoEval+ on the same paths; a run that has not certified by the
 horizon counts as the horizon (reported as censored). UP bets do not depend on delta, so one
 run per path gives the first crossing of every 1/delta; with ``--bet wsr`` the bets do, and each
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
+from monitor.stats.betting.autoeval import method_rhos, one_sided_test
 from monitor.stats.betting.bets import BetConfig
 
 R, ALPHA, R_SYN = 0.1, 0.12, 10
@@ -47,7 +47,8 @@ def first_crossings(gamma: float, deltas: tuple[float, ...], bet: BetConfig, hor
     """Labels to certify for each method and delta on one path (horizon if never)."""
     chunk = 2000
     bet_delta = min(deltas)
-    tests = {m: AutoEvalTest(ALPHA, bet_delta, "certify", method_rhos(m), bet)  # type: ignore[arg-type]
+    tests = {m: one_sided_test(ALPHA,
+                               bet_delta, "certify", method_rhos(m), bet)  # type: ignore[arg-type]
              for m in METHODS}
     thr = [math.log(1 / d) for d in deltas]
     out = {m: [horizon] * len(deltas) for m in METHODS}

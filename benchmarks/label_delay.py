@@ -1,4 +1,4 @@
-"""Time and labels to certify when labels come back late, out of order or never (issue 24).
+"""Time and labels to certify when labels come back late, out of order or never.
 
 Whole engine, default certificate (R-AutoEval+ primary, ``plugin_up``), alpha = 0.1, delta =
 0.05; each suite is one good model (risk 0.05, judge agreement 0.9, 5 unaudited units per
@@ -9,7 +9,7 @@ every row):
 - ``certified``: share of suites certified within the stream;
 - ``time``: median units of traffic until ``certified`` (of those certified) and its ratio to
   the no-delay row plus the mean delay (target: <= 1.15 for delays that do not depend on the
-  label, issue 24);
+  label);
 - ``labels``: median labels that had arrived when ``certified`` was claimed, and ``rounds`` the
   audited units applied in audit order by then.
 

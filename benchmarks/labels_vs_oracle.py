@@ -8,11 +8,11 @@ certify over ``--reps`` repetitions (default 200) divided by the clairvoyant fig
 ``log(1/delta) / max_rho g*(rho)``, where ``g*(rho) = max_lam E log(1 - lam (q_rho - alpha))``
 is computed exactly for these discrete losses. Rules (R-AutoEval+, 10 rhos):
 
-- ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before issue 13);
+- ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before plugin_up);
 - ``plugin_up`` (the default): plug-in reliance, universal portfolio over fixed bets, c = 0.95,
-  with the judge prior while every human loss seen was 0 (issue 29, ``plugin_rho``);
-- ``#13``: the same without the judge prior (the default before issue 29);
-- ``start 1``: a study variant of issue 29, not adopted: ``#13`` with the reliance at rho = 1
+  with the judge prior while every human loss seen was 0 (``plugin_rho``);
+- ``no prior``: the same without the judge prior (an earlier default);
+- ``start 1``: a study variant, not adopted: ``no prior`` with the reliance at rho = 1
   from the start and while the human losses have not varied;
 - ``UP``: the paper's universal portfolio over the whole bet range (``--up-grid`` cells,
   default 100 here for speed; the config default is 1000), mixture over 10 rhos;
@@ -137,7 +137,7 @@ def first_cross(log_e: np.ndarray, thr: float, t: int, out: np.ndarray) -> None:
 
 def run_plugin(data: Data, rhos: list[float], thrs: list[float], alpha: float = ALPHA,
                variant: str = "") -> list[np.ndarray]:
-    """Crossing rounds of plugin_up; ``variant`` "#13" or "start 1" (see the module doc)."""
+    """Crossing rounds of plugin_up; ``variant`` "no prior" or "start 1" (see the module doc)."""
     h, d = data
     b = PlugInBatch(alpha, "certify", rhos, BetConfig(), h.shape[1],
                     judge_prior=False if variant else None,
@@ -215,7 +215,7 @@ def scenario(name: str, gamma: float, make: Callable[[int, int], Data], g_best: 
     horizon = int(4.0 * math.log(1 / min(DELTAS)) / g_eval) + 200
     data = make(reps, horizon)
     plus = run_plugin(data, RHOS.tolist(), thrs)
-    before = run_plugin(data, RHOS.tolist(), thrs, variant="#13")
+    before = run_plugin(data, RHOS.tolist(), thrs, variant="no prior")
     start1 = run_plugin(data, RHOS.tolist(), thrs, variant="start 1")
     reval = run_plugin(data, [0.0], thrs)
     rauto = run_plugin(data, [1.0], thrs)
@@ -247,9 +247,9 @@ def fmt(v: object) -> str:
 
 def print_table(title: str, rows: list[dict[str, object]]) -> None:
     print(f"\n### {title}\n")
-    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | #13 | start 1 | "
-          "UP | paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
-          "plus / paper | **plus / best fixed** | #13 / best fixed | start 1 / best fixed |")
+    print("| gamma | delta | clairvoyant (R-Eval) | old default | **plugin_up** | no prior | "
+          "start 1 | UP | paper fixed-n | R-Eval old | **R-Eval plugin_up** | plus / R-Eval | "
+          "plus / paper | **plus / best fixed** | no prior / best fixed | start 1 / best fixed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['gamma']} | {r['delta']} | {r['oracle']:.0f} ({r['oracle0']:.0f}) | "
@@ -271,8 +271,8 @@ def low_risk(reps: int, seed: int) -> None:
     print(f"\n### Lower risks, certify side, {reps} repetitions (median labels / clairvoyant "
           "(/ clairvoyant with bets capped at c = 0.95); [/ the better of R-Eval and "
           "R-AutoEval])\n")
-    print("| risk | alpha | gamma | delta | clairvoyant (capped) | **plugin_up** | #13 | start 1 | "
-          "R-Eval | R-AutoEval |")
+    print("| risk | alpha | gamma | delta | clairvoyant (capped) | **plugin_up** | no prior | "
+          "start 1 | R-Eval | R-AutoEval |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for i, (risk, alpha, gamma) in enumerate(LOW_RISK):
         def q(rho: float, g: float = gamma, rk: float = risk) -> tuple[np.ndarray, np.ndarray]:
@@ -282,7 +282,7 @@ def low_risk(reps: int, seed: int) -> None:
         gc, _ = clairvoyant_growth(q, alpha, 0.95)
         data = example1_data(gamma, reps, int(4.0 * thrs[-1] / g0) + 200, seed + i, risk)
         runs = [run_plugin(data, RHOS.tolist(), thrs, alpha),
-                run_plugin(data, RHOS.tolist(), thrs, alpha, "#13"),
+                run_plugin(data, RHOS.tolist(), thrs, alpha, "no prior"),
                 run_plugin(data, RHOS.tolist(), thrs, alpha, "start 1"),
                 run_plugin(data, [0.0], thrs, alpha), run_plugin(data, [1.0], thrs, alpha)]
         for k, dl in enumerate(DELTAS):
@@ -306,7 +306,7 @@ def plot(rows: list[dict[str, object]], path: Path) -> bool:
     ex = [r for r in rows if r["scenario"] == "Example 1"]
     fig, axes = plt.subplots(1, len(GAMMAS), figsize=(11, 3.4), sharey=True)
     styles = {"old": ("old default (anytime WSR, c=1/2)", "tab:gray", "o"),
-              "before": ("plugin_up before issue 29", "tab:purple", "v"),
+              "before": ("plugin_up without judge prior", "tab:purple", "v"),
               "new": ("plugin_up (default)", "tab:blue", "s"),
               "up": ("UP, full range", "tab:green", "^"),
               "paper": ("paper WSR told the horizon", "tab:orange", "D")}

@@ -1,6 +1,6 @@
 """Does scraping /metrics slow processing down? `certmon run` with and without scrapers.
 
-Issue 16 measured that four clients scraping /metrics in a loop slowed processing 3.4x
+Four clients scraping /metrics in a loop slowed processing 3.4x
 (3 models) to 15x (300 models) with the old server (a thread per connection, every scrape
 rendered). This re-measures it with the hardened server: `certmon run` (file source, no
 follow) replays N events of M models in a subprocess with the metrics server on, once

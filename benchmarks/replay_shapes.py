@@ -1,4 +1,4 @@
-"""Whole-process `certmon replay` on several stream shapes, each against JSON decoding (issue 27).
+"""Whole-process `certmon replay` on several stream shapes, each against JSON decoding.
 
 Every figure is one child process timed end to end (interpreter start, reading, validating,
 rounds, settling, STATE.json writing), its peak RSS read from ``os.wait4``. The baseline, in
@@ -8,7 +8,7 @@ the baseline over the replay's, from the same ``os.wait4``: less sensitive to a 
 and the share of models whose primary certificate settled. Shapes (:mod:`stream_shapes`):
 ``current`` is the stream of ``benchmarks/replay_throughput.py`` (``monitor.simulate``,
 models far from alpha, hash audits);
-``heldout`` the issue's held-out shape (20 suites interleaved, distinct timestamps, audits
+``heldout`` a held-out shape (20 suites interleaved, distinct timestamps, audits
 flagged upstream, models near alpha, 10 unaudited judge events per label); then one change
 each: ``hash`` audits, ``suites1`` / ``suites1000``, ``beta`` losses, ``delays``
 (label-dependent delays: failures come back 10x later, 10% never). The fleet row replays
@@ -17,7 +17,7 @@ and shape. ``--memory`` measures peak RSS for never-labelled audited units over 
 labelling outage) and for 10,000 / 30,000 models in one suite (bytes per model: the RSS
 difference over the model difference).
 
-Targets (issue 27): >= 0.5x of the baseline on every shape, 0.7x on ``current``; the fleet
+Targets: >= 0.5x of the baseline on every shape, 0.7x on ``current``; the fleet
 at >= 0.7x of the one-model rate; <= 400 MB for the outage; 10,000 models within 1 GiB.
 
 Usage: python benchmarks/replay_shapes.py [--scale 1.0] [--shapes heldout,hash] [--no-fleet]

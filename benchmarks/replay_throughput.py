@@ -5,7 +5,7 @@ Measured: `certmon replay --config examples/minimal.toml` in-process (reading, v
 dedupe/audit/join, rounds into 3 methods x (certify, violate, confidence sequence), writing
 STATE.json), plus a breakdown (validation only; engine without file I/O). The process uses
 the console script's garbage-collector policy (:func:`consumers.gc_policy.tune_gc`), as
-`certmon replay` does; the baseline runs in the same process. Target (issue 14): at least
+`certmon replay` does; the baseline runs in the same process. Target: at least
 150k events/s and 0.5x of the baseline.
 
 With ``--rounds``: where a round's time goes (each stage timed by a wrapper on a second engine
@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("--rounds", action="store_true", help="also time each stage of a round")
     ap.add_argument("--audit-rate", type=float, default=None,
                     help="override the suite's audit rate (its share of rounds in the file); "
-                         "0.085 gives the issue's 8%% of events")
+                         "0.085 makes rounds 8%% of events")
     args = ap.parse_args()
     tune_gc()  # the console script's collector policy: measure what users get
     sets = [] if args.audit_rate is None else [f"suites.0.audit_rate={args.audit_rate}"]
@@ -199,7 +199,7 @@ def main() -> None:
           f"processes compete for the {os.cpu_count()} CPUs")
     if args.rounds:
         round_stages(cfg, lines, rounds)
-    # issue 14: at least 150k events/s and at least 0.5x of reading + json.loads, same run
+    # target: at least 150k events/s and at least 0.5x of reading + json.loads, same run
     target, target_ratio = 150_000, 0.5
     met = replay_rate >= target and replay_rate / base_rate >= target_ratio
     print(f"target {target:,} events/s and {target_ratio}x of the baseline: "

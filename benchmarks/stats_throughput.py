@@ -25,7 +25,7 @@ same run, rounds per CPU-second (2026-11-21 09:41 UTC, load average 1.9-2.2 on 2
     WSR, CS grid 1000                        15,257 ->    25,135   (x1.65)
     UP(64), no CS                            10,803 ->    22,240   (x2.06)
 
-Issue 13 (2026-11-23, load average 1.9-2.0 on 2 CPUs, rounds per CPU-second, same run): the
+Measured (2026-11-23, load average 1.9-2.0 on 2 CPUs, rounds per CPU-second, same run): the
 new default ``plugin_up`` against the old default WSR (per-round cost ratio in brackets):
 
     RiskMonitor R-AutoEval+ S=10, no CS       WSR 141,877   plugin_up 130,668   (x1.09)
@@ -115,7 +115,7 @@ def main() -> None:
     rounds = make_rounds(args.rounds, args.seed)
     base, base_wall = rate(RunningMean, rounds)
     wsr, up = BetConfig(rule="wsr"), BetConfig(rule="up", up_grid=64)
-    plug = BetConfig()  # the default since issue 13: plugin_up
+    plug = BetConfig()  # the default: plugin_up
     cases = [
         ("R-AutoEval+ S=10 plugin_up, no CS", plug, None, args.rounds // 2),
         ("R-AutoEval+ S=10 plugin_up, CS 1000", plug, 1000, args.rounds // 20),
@@ -158,7 +158,7 @@ def main() -> None:
         rg, _ = rate(group, rounds[:n])
         print(f"{name:40s} {n:8d} {r3:13,.0f} {rg:14,.0f} {rg / r3:14.2f}")
     print(f"load average: {os.getloadavg()[0]:.2f}")
-    print("\ntargets (issue 2): WSR no CS >= 100,000 rounds/s; WSR with CS grid 1000 >= 5,000")
+    print("\ntargets: WSR no CS >= 100,000 rounds/s; WSR with CS grid 1000 >= 5,000")
 
 
 if __name__ == "__main__":

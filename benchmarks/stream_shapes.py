@@ -1,4 +1,4 @@
-"""Stream shapes for the whole-process replay benchmark (issue 27), written with numpy.
+"""Stream shapes for the whole-process replay benchmark, written with numpy.
 
 A :class:`Shape` describes one synthetic stream: ``suites`` suites interleaved (unit ``i`` is
 in suite ``i % suites``), ``models`` models per suite, judge events of units whose human loss

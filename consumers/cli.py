@@ -23,11 +23,11 @@ from typing import Any, NoReturn
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.config_cli import register as register_config
+from consumers.evaluation_worker.cli import register as register_selection
 from consumers.files import FileSource
 from consumers.inspection import inspect_lines, kafka_lines
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
-from consumers.selection.cli import register as register_selection
 from consumers.simulate_cli import cmd_simulate
 from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config

@@ -2,7 +2,7 @@
 
 A unit (suite, model, example_id) is audited when its salted hash, read as a number in
 [0, 1), is below the suite's audit rate. The decision uses only identifiers, never losses,
-so audited units are a uniform random sample of the traffic (statistical contract, item 2),
+so audited units are a uniform random sample of the traffic (docs/guarantees.md, assumption 2),
 and a replay of the same events makes the same decisions.
 
 Examples

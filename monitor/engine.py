@@ -64,7 +64,7 @@ from monitor.events import (
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
 from monitor.state.budget import JoinBudget
 from monitor.state.restore_checks import RefusedState
-from monitor.state.selection import SelectionSuites
+from monitor.state.selection_suites import SelectionSuites
 from monitor.state.suite import SuiteState
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
 
@@ -290,7 +290,7 @@ class Engine:
             if not self._selection.owns(ev.suite):
                 self.unrouted += 1
                 return None
-            # evaluation requests, not label requests (see monitor/state/selection.py)
+            # evaluation requests, not label requests (see monitor/state/selection_suites.py)
             dup = self._selection.handle(ev, alerts, requests)
             self.changed.add(SELECTION_PART)
         else:

@@ -38,7 +38,7 @@ from monitor.state.restore_checks import (
 from monitor.state.restore_detectors import check_suite_detectors
 from monitor.state.restore_selection import check_selection_dict
 from monitor.state.restore_strata import check_suite_strata
-from monitor.state.selection import SelectionSuites
+from monitor.state.selection_suites import SelectionSuites
 from monitor.state.suite import SuiteState
 
 if TYPE_CHECKING:

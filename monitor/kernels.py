@@ -84,9 +84,11 @@ KERNELS: tuple[Kernel, ...] = (
         "worst-case log factors of a pending label (audit order)"),
     Kernel(
         "monitor.stats.betting.cedges", "monitor/stats/betting/cedges.c",
-        (Binding("mixtures", "monitor.stats.betting.bernstein_edges:EdgeWalk._mixtures_numpy",
-                 ("monitor.stats.betting.bernstein_edges:_compiled_mixtures",), "none"),),
-        "decisions", "the mixture tables a Bernstein sequence's bound moves read (EdgeWalk)"),
+        (Binding("mixtures",
+                 "monitor.stats.betting.confseq_bernstein_edges:IntervalNarrowing._mixtures_numpy",
+                 ("monitor.stats.betting.confseq_bernstein_edges:_compiled_mixtures",), "none"),),
+        "decisions", "the mixture tables a Bernstein sequence's bound moves read "
+                     "(IntervalNarrowing)"),
     Kernel(
         "monitor.caudit", "monitor/caudit.c",
         (Binding("uniform", "monitor.audit:audit_uniform_prefixed",

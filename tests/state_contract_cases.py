@@ -30,9 +30,9 @@ from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
-from monitor.stats.cereval.bernstein import SequentialMean
 from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
 from monitor.stats.cereval.partition import JudgeLossBins, LabelStrata, NearestNeighbourPartition
+from monitor.stats.cereval.stitched_radii import SequentialMean
 from monitor.stats.changepoint.detector import RiskIncreaseDetector
 from monitor.stats.changepoint.drift import DriftDetector
 from monitor.stats.changepoint.ppi import PPIRiskDetector
@@ -287,7 +287,7 @@ CASES: dict[str, Case | Covered] = {
     "monitor.stats.betting.confseq_group.SharedGridWealth": Covered(
         "CertificateGroup", "the grid confidence sequences of a group (cs_kind='grid')"),
     # ---- cereval / stratppi
-    "monitor.stats.cereval.bernstein.SequentialMean": Case(
+    "monitor.stats.cereval.stitched_radii.SequentialMean": Case(
         lambda: SequentialMean(0.1), lambda o, r: o.update(_u(r))),
     "monitor.stats.cereval.certified_mean.StratifiedCertifiedMean": Case(
         lambda: StratifiedCertifiedMean(3, 0.1), lambda o, r: o.update(int(r.integers(3)),
@@ -372,7 +372,7 @@ CASES: dict[str, Case | Covered] = {
         "Engine", "the dedupe/pending/orphan maps of JoinWindow (to_columns)"),
     "monitor.state.expiring.FifoExpiringMap": Covered(
         "Engine", "the dedupe window of JoinWindow (to_columns)"),
-    "monitor.state.selection.SelectionState": Covered(
+    "monitor.state.selection_suites.SelectionState": Covered(
         "Engine", "selection suites (tests/test_forged_selection.py forges them)"),
-    "monitor.state.selection.SelectionSuites": Covered("Engine", "the selection part"),
+    "monitor.state.selection_suites.SelectionSuites": Covered("Engine", "the selection part"),
 }

@@ -1,4 +1,4 @@
-"""Finding 1 of issue 26: every alert's evidence agrees with its verdict.
+"""Every alert's evidence agrees with its verdict.
 
 A stream of certified models that later regress (and bad models that are violated) goes
 through the engine; every ``certified`` alert carries a one-sided upper bound <= alpha, every

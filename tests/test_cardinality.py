@@ -1,4 +1,4 @@
-"""Cardinality limits (issue 14): no event creates state beyond ``[events]`` limits.
+"""Cardinality limits: no event creates state beyond ``[events]`` limits.
 
 Every event is accounted for exactly once: ``events_in`` equals the accepted events (judge
 plus label counts of the models) plus rejections, dropped duplicates and unrouted events.

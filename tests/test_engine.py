@@ -512,7 +512,7 @@ def test_listed_models_exist_from_start_and_rejected_first_event() -> None:
     eng = Engine(make_config(models=["a", "b*"], multiplicity="e_bh", family_size=3))
     res = eng.process(ev("judge", "j", "x", model="bz", loss=9.0))
     assert res.rejection is not None
-    # a rejected event creates no suite and no model (issue 14): counted by the engine only
+    # a rejected event creates no suite and no model: counted by the engine only
     assert "qa" not in eng.suites and eng.counters["rejected"]["out_of_range"] == 1
     eng.process(ev("judge", "k", "x", model="bz"))
     models = eng.state_view()["suites"]["qa"]["models"]
@@ -595,7 +595,7 @@ def test_process_batch_equals_process(sizes: list[int]) -> None:
 
 
 def test_e_bh_withdrawal_emits_an_alert() -> None:
-    """Issue 26, finding 4: e-BH may stop selecting a certified member; that is never silent."""
+    """e-BH may stop selecting a certified member; that is never silent."""
     cfg = parse_config("""
 [[suites]]
 name = "s"

@@ -1,4 +1,4 @@
-"""Event-time plausibility (issue 16): one far-future ts cannot expire in-flight joins."""
+"""Event-time plausibility: one far-future ts cannot expire in-flight joins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""benchmarks/fleet_scale.py: every row measures as many models as it names (issue 14)."""
+"""benchmarks/fleet_scale.py: every row measures as many models as it names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forged checkpoints (issue 16): a writer of the store cannot change a certificate.
+"""Forged checkpoints: a writer of the store cannot change a certificate.
 
 Each forgery edits a real checkpoint and recomputes its sha256, as anyone who can write the
 checkpoint directory or the checkpoint topic can. Every one is refused with a clear

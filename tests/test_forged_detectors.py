@@ -1,4 +1,4 @@
-"""Forged change-detector states (issue 16): epochs, regression/improvement and judge drift.
+"""Forged change-detector states: epochs, regression/improvement and judge drift.
 
 The snapshot has a certified model, a violated one (improvement detector running) and one
 whose risk rose mid-stream (epoch 2, opened by a regression, history kept), all with their

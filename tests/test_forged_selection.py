@@ -1,4 +1,4 @@
-"""Forged selection-mode states (issue 16): the PULSE bandit and the requests in flight.
+"""Forged selection-mode states: the PULSE bandit and the requests in flight.
 
 Two snapshots of a PULSE suite (4 models, 60 examples, two requests in flight): one mid-run
 (no certificate yet) and one after the best-model certificate. Each forgery edits one and

@@ -1,4 +1,4 @@
-"""Forged stratified-auditing states (issue 16): Cer-Eval / StratPPI state of a model.
+"""Forged stratified-auditing states: Cer-Eval / StratPPI state of a model.
 
 The snapshots come from steered stratified auditing (named strata, Cer-Eval allocation,
 a precision goal that was reached) and from judge-loss bins past their warm-up. Each

@@ -1,4 +1,4 @@
-"""The engine's memory budget over all suites (monitor.state.budget, issue 27)."""
+"""The engine's memory budget over all suites (monitor.state.budget)."""
 
 from __future__ import annotations
 

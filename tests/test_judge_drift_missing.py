@@ -1,4 +1,4 @@
-"""Judge-drift false alarms when labels go missing depending on their value (issue 24).
+"""Judge-drift false alarms when labels go missing depending on their value.
 
 Null: the judge and the humans do not change (risk 0.2, judge agreement 0.9). After the
 detectors' warm-up, the labelling team stops returning most hard cases: a label that

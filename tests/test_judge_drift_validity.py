@@ -1,6 +1,6 @@
 """Validity of every method and side when the judge changes while labels are late (engine level).
 
-The scenario of the change-detection issue, item 2: at the null boundary (risk = alpha), the judge
+The judge-drift scenario: at the null boundary (risk = alpha), the judge
 agrees with the human 99% of the time and then 60% (or the reverse) from the middle of the
 stream, and labels arrive up to 2000 units after their unit was judged. With synthetic blocks
 formed at label time, b (judge after the change) and f (judge before it) came from different

@@ -1,4 +1,4 @@
-"""Certificates stay valid when labels come back late, out of order or never (issue 24).
+"""Certificates stay valid when labels come back late, out of order or never.
 
 Null boundary (risk = alpha = 0.1, delta = 0.05), judge agreement 0.9, 5 unaudited units per
 audited one, 100 suites per case; label delays and missingness that depend on the label, in
@@ -41,7 +41,7 @@ methods = ["{m}"]
 """ for m in ("r_eval", "r_autoeval", "r_autoeval_plus"))
 
 CASES = {
-    # passes come back after ~20 units, failures after ~1500: the issue's 99/100 case
+    # passes come back after ~20 units, failures after ~1500: 99/100 certified in arrival order
     "failures_slow": dict(delay_pass=20.0, delay_fail=1500.0),
     "passes_slow": dict(delay_pass=1500.0, delay_fail=20.0),
     # 30% of failing labels never come; the rest after ~20 units; pending forever

@@ -1,8 +1,8 @@
 """The label loop end to end, in one engine (no Kafka): judge events audited by hash ->
 the requests the engine emits -> a labeller that answers each request by copying it and
 adding ``loss`` -> back into the engine. Every label is used in a round, none is a duplicate,
-none is dead-lettered (issue 24: "a labeller that answers requests by copying them: every
-label used; nothing silently dropped")."""
+none is dead-lettered: a labeller that answers requests by copying them has every
+label used and nothing silently dropped."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def method_view(status: str, **over: Any) -> dict[str, Any]:
 
 
 def make_state() -> dict[str, Any]:
-    """A STATE document exactly in the contract's shape (issue 3 item 8 + spec section 2)."""
+    """A STATE document exactly in the contract's shape (README.md, "STATE.json")."""
     return {
         "suites": {
             "qa": {

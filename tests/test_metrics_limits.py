@@ -1,4 +1,4 @@
-"""The metrics port cannot starve or exhaust certmon (issue 16)."""
+"""The metrics port cannot starve or exhaust certmon."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The metrics port cannot make liveness fail: idle (slowloris) connections and many parallel
-scrapers leave ``/healthz`` answered within a second (issue 26, finding 6)."""
+scrapers leave ``/healthz`` answered within a second."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers.selection.cli import demo_config, run_embedded, synthetic_worker
+from consumers.evaluation_worker.cli import demo_config, run_embedded, synthetic_worker
 from monitor.config import parse_config
 from monitor.engine import Engine
 from monitor.errors import ConfigError

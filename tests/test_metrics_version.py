@@ -1,4 +1,4 @@
-"""Issue 26 (finding 6): the state families are rendered once per state version.
+"""The state families are rendered once per state version.
 
 An idle instance is rendered once however often it is scraped; any change of the state (an
 event applied, another engine adopted) is shown by the next scrape; the operational families

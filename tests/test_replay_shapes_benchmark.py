@@ -1,4 +1,4 @@
-"""benchmarks/replay_shapes.py (issue 27): the streams are what they claim, and a tiny run works.
+"""benchmarks/replay_shapes.py: the streams are what they claim, and a tiny run works.
 
 No timing assertions: the machine is shared. The smoke run replays a few hundred events per
 shape in child processes, as the full benchmark does.

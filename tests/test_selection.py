@@ -12,8 +12,8 @@ import pytest
 from monitor.config import CertmonConfig, parse_config
 from monitor.engine import Engine
 from monitor.errors import CheckpointError, ConfigError
-from monitor.selection import KICKOFF_EXAMPLE_ID, synthetic_benchmark
-from monitor.state.selection import evaluation_request_id
+from monitor.selection_settings import KICKOFF_EXAMPLE_ID, synthetic_benchmark
+from monitor.state.selection_suites import evaluation_request_id
 
 SEL = """
 [[suites]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from consumers.selection.cli import demo_config, run_embedded, synthetic_worker
+from consumers.evaluation_worker.cli import demo_config, run_embedded, synthetic_worker
 from monitor.engine import Engine
 from monitor.metrics import StateCollector
 

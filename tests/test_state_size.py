@@ -1,7 +1,7 @@
-"""Compact model state (issue 14): at most 16 KiB per (model x certificate), steady state.
+"""Compact model state: at most 16 KiB per (model x certificate), steady state.
 
 The default certificate (three methods, 10 rhos, ``plugin_up``, Bernstein confidence
-sequences on both sides) measured both ways the issue names: in the checkpoint (the model's
+sequences on both sides) measured both ways: in the checkpoint (the model's
 entry of its suite's document) and in memory (``tracemalloc``: what a second certificate adds
 per model, so the suite-level dedupe window, which does not grow with certificates, is not
 counted). ``benchmarks/fleet_scale.py`` reports the RSS of whole processes.

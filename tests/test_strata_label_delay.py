@@ -1,4 +1,4 @@
-"""Stratified estimates stay valid when labels come back late, out of order or never (issue 24).
+"""Stratified estimates stay valid when labels come back late, out of order or never.
 
 Steered stratified auditing (two named strata of equal traffic, Cer-Eval allocation, the
 engine's hash audit, labels requested and answered by a labeller whose delay, or whether it

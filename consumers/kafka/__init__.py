@@ -3,7 +3,7 @@
 What lives here: the ``certmon run`` entry point (:mod:`.source`) and the consumer-group
 runner that feeds one engine per input partition (:mod:`.runner`, :mod:`.partitions`), with
 one suite per partition (:mod:`.ownership`), bounded retries of a failing record
-(:mod:`.retries`), start/stop deadlines (:mod:`.lifecycle`) and client wiring
+(:mod:`.retries`), start/stop deadlines (:mod:`.deadlines`) and client wiring
 (:mod:`.clients`); the child process that fetches and decodes records (:mod:`.fetcher`), the
 checkpoint store (:mod:`.checkpoints`), producers for alerts, requests and dead letters
 (:mod:`.sinks`), topic creation (:mod:`.topics`), the merged STATE.json view (:mod:`.state`),

@@ -24,7 +24,7 @@ from monitor.errors import CheckpointError
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
 
-    from consumers.kafka.lifecycle import ShutdownBudget
+    from consumers.kafka.deadlines import ShutdownBudget
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
     from monitor.metrics import OperationalMetrics

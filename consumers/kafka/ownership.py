@@ -1,6 +1,6 @@
 """One suite, one partition: detect a suite read from a second partition and fence it off.
 
-A suite's certificate is valid only if one engine sees all of its events (see DESIGN.md). A
+A suite's certificate is valid only if one engine sees all of its events (README.md, "Kafka"). A
 mis-keyed producer, or partitions added to the topic, can put a suite on two partitions; two
 engines would then run two certificates for one model. The runner keeps the first owner and
 dead-letters the suite's records on every other partition (reason

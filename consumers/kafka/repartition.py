@@ -20,8 +20,8 @@ interleaved differently than they were produced (as with separate judge / label 
 
 A record without a readable ``suite`` is written with an empty key (one partition); its
 engine dead-letters it with its reason (the dead letter's source is then the repartition
-topic). The cost is one more write and read of every record; see the issue 25 report for a
-measurement.
+topic). The cost is one more write and read of every record; see
+``benchmarks/kafka_repartition_cost.py`` for a measurement.
 """
 
 from __future__ import annotations

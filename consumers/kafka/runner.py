@@ -42,10 +42,7 @@ from consumers.kafka.clients import (
     open_sinks,
     open_store,
 )
-from consumers.kafka.fetcher import FetchProcess, group_busy
-from consumers.kafka.health import BrokerCheck, EndOffsetProbe, ProgressLog, update_lag
-from consumers.kafka.held import HeldPartitions
-from consumers.kafka.lifecycle import (
+from consumers.kafka.deadlines import (
     RebalanceStalled,
     ShutdownBudget,
     StartupTimeout,
@@ -55,6 +52,9 @@ from consumers.kafka.lifecycle import (
     rebalance_limit_s,
     startup_bootstrap_ms,
 )
+from consumers.kafka.fetcher import FetchProcess, group_busy
+from consumers.kafka.health import BrokerCheck, EndOffsetProbe, ProgressLog, update_lag
+from consumers.kafka.held import HeldPartitions
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
 from consumers.kafka.partitions import PartitionWorker, process_records

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.clients import ignored_settings
-from consumers.kafka.lifecycle import StartupTimeout, StopRequested
+from consumers.kafka.deadlines import StartupTimeout, StopRequested
 from consumers.kafka.ownership import CONFLICT
 from consumers.kafka.retries import PROCESSING_FAILED
 from consumers.kafka.runner import KafkaRunner

@@ -1,7 +1,7 @@
 """The stop sequence of the Kafka runner (a mixin of ``KafkaRunner``).
 
 On stop (SIGTERM, SIGINT) the consumer loop ends, then, within one budget
-(``[kafka] shutdown_timeout_seconds``, :class:`consumers.kafka.lifecycle.ShutdownBudget`):
+(``[kafka] shutdown_timeout_seconds``, :class:`consumers.kafka.deadlines.ShutdownBudget`):
 the fetch child is closed, a final checkpoint of every owned partition is written (unless
 the member is fenced) and the final state kept for ``--state-out``, the group member leaves,
 the broker check and the repartition stage stop, and the sinks, the producer and the
@@ -16,16 +16,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from consumers.kafka.lifecycle import close_outputs
+from consumers.kafka.deadlines import close_outputs
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from kafka import KafkaConsumer
 
+    from consumers.kafka.deadlines import ShutdownBudget
     from consumers.kafka.fetcher import FetchProcess
     from consumers.kafka.health import BrokerCheck
-    from consumers.kafka.lifecycle import ShutdownBudget
     from consumers.kafka.metrics import KafkaMetrics
     from consumers.kafka.partitions import PartitionWorker
     from consumers.kafka.repartition import Repartitioner

@@ -1,4 +1,4 @@
-r"""The ``[[suites.comparisons]]`` section: a candidate model against a baseline (issue 28).
+r"""The ``[[suites.comparisons]]`` section: a candidate model against a baseline.
 
 Examples
 --------
@@ -36,7 +36,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from monitor.config.sections import Name, Prob, Section
+from monitor.config.certificates import Name, Prob, Section
 
 __all__ = ["ComparisonConfig"]
 

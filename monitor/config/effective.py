@@ -43,7 +43,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from monitor.config.settings import CertmonConfig
+from monitor.config.root import CertmonConfig
 
 __all__ = ["effective_document", "effective_json", "effective_toml", "toml_value"]
 

@@ -1,7 +1,7 @@
 """Loading the configuration: TOML text or file, ``--set`` overrides, one-line errors.
 
 :func:`parse_config` validates once, at the boundary, into the sections of
-:mod:`monitor.config.settings`; errors name the source, the key path and the problem, and a
+:mod:`monitor.config.root`; errors name the source, the key path and the problem, and a
 secret setting's value is never echoed.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from monitor.config.settings import CertmonConfig
+from monitor.config.root import CertmonConfig
 from monitor.errors import ConfigError
 
 __all__ = ["apply_override", "load_config", "parse_config"]

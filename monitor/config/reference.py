@@ -1,6 +1,6 @@
 """The configuration reference, ``docs/configuration.md``, generated from the pydantic models.
 
-:func:`config_tables` walks :class:`~monitor.config.settings.CertmonConfig` and every model
+:func:`config_tables` walks :class:`~monitor.config.root.CertmonConfig` and every model
 it holds, so a field or a section added to a model appears in the reference without editing
 this module; :func:`render_reference` turns them into markdown (one section per TOML table,
 one row per key: type, default, allowed values, description). Regenerate the file with::
@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from monitor.config.effective import toml_value
-from monitor.config.settings import CertmonConfig
+from monitor.config.root import CertmonConfig
 
 __all__ = ["ConfigTable", "Row", "config_tables", "main", "render_reference", "undocumented"]
 

@@ -1,7 +1,7 @@
 """Configuration of the process around the suites: checkpoints, metrics, source, event limits.
 
 The sections ``[checkpoint]``, ``[metrics]``, ``[source]`` and ``[events]``; the whole file is
-:class:`monitor.config.settings.CertmonConfig`. Import them from :mod:`monitor.config`.
+:class:`monitor.config.root.CertmonConfig`. Import them from :mod:`monitor.config`.
 
 Examples
 --------
@@ -15,10 +15,10 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from monitor.config.sections import Name as _Name
-from monitor.config.sections import PosFloat as _PosFloat
-from monitor.config.sections import PosInt as _PosInt
-from monitor.config.sections import Section as _Section
+from monitor.config.certificates import Name as _Name
+from monitor.config.certificates import PosFloat as _PosFloat
+from monitor.config.certificates import PosInt as _PosInt
+from monitor.config.certificates import Section as _Section
 from monitor.events import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_ID_BYTES
 
 __all__ = ["CheckpointConfig", "EventsConfig", "MetricsConfig", "SourceConfig"]

@@ -1,6 +1,6 @@
 """Certificate epochs: regression and improvement detectors deciding when a regime ends.
 
-A certificate speaks for the current regime (statistical contract, item 8). For every model and
+A certificate speaks for the current regime (docs/guarantees.md). For every model and
 certificate, :class:`CertificateEpochs` feeds each round to e-detectors
 (:mod:`monitor.stats.changepoint`) and answers the suite with a decision; the suite acts on it
 (alerts, a fresh :class:`~monitor.stats.betting.risk_group.CertificateGroup`, statuses back to

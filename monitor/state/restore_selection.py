@@ -18,8 +18,8 @@ anytime-valid best-model certifier) and the requests in flight. Before any of it
 
 Examples
 --------
->>> from monitor.selection import SelectionSettings
->>> from monitor.state.selection import SelectionState
+>>> from monitor.selection_settings import SelectionSettings
+>>> from monitor.state.selection_suites import SelectionState
 >>> settings = SelectionSettings(models=["x", "y"], examples=6, method="ucbe", batch_size=3)
 >>> d = SelectionState("b", settings).to_dict()
 >>> check_selection_dict(settings, d)
@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from monitor.selection import SelectionSettings
+from monitor.selection_settings import SelectionSettings
 from monitor.state.restore_checks import RefusedState, check_counts, count, same_parameters
-from monitor.state.selection import COUNT_KEYS
+from monitor.state.selection_suites import COUNT_KEYS
 from monitor.stats.pulse.aipw import AIPWEstimator
 from monitor.stats.pulse.bestarm import BestModelCertifier
 from monitor.stats.pulse.lowrank import LogisticLowRank

@@ -5,7 +5,7 @@ and alerts show) to what the suite's multiplicity rule says (:func:`monitor.stat
 target_statuses`), emits ``certified`` / ``violated`` / ``certificate_lost`` alerts for each
 certificate's primary method (and ``certificate_withdrawn`` when e-BH stops selecting a
 certified member), and lets the change detectors act
-(:func:`monitor.state.lifecycle.act_on_detectors`: regression, improvement, judge drift).
+(:func:`monitor.state.detector_actions.act_on_detectors`: regression, improvement, judge drift).
 
 Examples
 --------
@@ -31,8 +31,8 @@ from typing import Any
 
 from monitor.alerts import Alert, make_alert
 from monitor.config import SuiteConfig
+from monitor.state.detector_actions import act_on_detectors
 from monitor.state.family import target_statuses
-from monitor.state.lifecycle import act_on_detectors
 from monitor.state.model import ModelState
 from monitor.state.prototypes import threshold_delta
 from monitor.state.views import (
@@ -96,7 +96,7 @@ class StatusBook:
     def after_round(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
         """Refresh the statuses a round of ``model`` may change, then act on its detectors."""
         self.refresh(model, ts, alerts)
-        # the detectors decide (monitor.state.epochs); monitor.state.lifecycle acts
+        # the detectors decide (monitor.state.epochs); monitor.state.detector_actions acts
         renewed = act_on_detectors(self._suite, model, self._certs, self._level,
                                    self._config.multiplicity, ts, alerts)
         if renewed and self.family_rule:

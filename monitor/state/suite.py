@@ -186,7 +186,7 @@ class SuiteState:
                                         self.join.watermark, alerts)
             return
         # a uniform audit is a betting round: its contemporaneous block closes now and travels
-        # with the unit (DESIGN.md, statistical contract 4)
+        # with the unit (docs/guarantees.md, assumption 3)
         bsum, bcount = model.close_block() if sample == UNIFORM else (0.0, 0)
         unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, tag, bsum, bcount)
         if sample == UNIFORM:  # a round: its place in audit order, its reliances (fixed now,

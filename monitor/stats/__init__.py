@@ -12,7 +12,7 @@ One package per method family, each opening with what lives there and what it ma
 Package / module                Paper, concept and public names
 ==============================  ===========================================================
 :mod:`~.betting`                R-AutoEval+: :class:`BetConfig`, :class:`BettingEProcess`,
-                                :func:`AutoEvalTest`, :func:`method_rhos`,
+                                :func:`one_sided_test`, :func:`method_rhos`,
                                 :func:`effective_observations`, :class:`RiskMonitor`,
                                 :class:`CertificateGroup`, :class:`HedgedConfidenceSequence`
 :mod:`~.cereval`                Cer-Eval: :class:`SequentialMean`,
@@ -48,19 +48,19 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from monitor.stats.betting.autoeval import AutoEvalTest, effective_observations, method_rhos
+    from monitor.stats.betting.autoeval import effective_observations, method_rhos, one_sided_test
     from monitor.stats.betting.bets import BetConfig
     from monitor.stats.betting.confseq import HedgedConfidenceSequence
     from monitor.stats.betting.eprocess import BettingEProcess
     from monitor.stats.betting.risk import RiskMonitor
     from monitor.stats.betting.risk_group import CertificateGroup
-    from monitor.stats.cereval.bernstein import SequentialMean
     from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
     from monitor.stats.cereval.partition import (
         JudgeLossBins,
         LabelStrata,
         NearestNeighbourPartition,
     )
+    from monitor.stats.cereval.stitched_radii import SequentialMean
     from monitor.stats.multiplicity import bonferroni_deltas, e_bh, fixed_sequence
     from monitor.stats.pulse.aipw import AIPWEstimator
     from monitor.stats.pulse.bandit import SelectionBandit
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AIPWEstimator",
-    "AutoEvalTest",
     "BestModelCertifier",
     "BetConfig",
     "BettingEProcess",
@@ -94,12 +93,13 @@ __all__ = [
     "effective_observations",
     "fixed_sequence",
     "method_rhos",
+    "one_sided_test",
 ]
 
 # Public name -> defining submodule (read-only; the import system caches the modules).
 _SOURCE: Final = {
     "AIPWEstimator": "pulse.aipw",
-    "AutoEvalTest": "betting.autoeval",
+    "one_sided_test": "betting.autoeval",
     "BestModelCertifier": "pulse.bestarm",
     "BetConfig": "betting.bets",
     "BettingEProcess": "betting.eprocess",
@@ -112,7 +112,7 @@ _SOURCE: Final = {
     "RiskMonitor": "betting.risk",
     "SelectionBandit": "pulse.bandit",
     "SelectionConfig": "pulse.config",
-    "SequentialMean": "cereval.bernstein",
+    "SequentialMean": "cereval.stitched_radii",
     "StratifiedCertifiedMean": "cereval.certified_mean",
     "StratifiedPPIMean": "stratppi.estimator",
     "audit_rates": "stratppi.allocation",

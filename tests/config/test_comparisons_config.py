@@ -1,4 +1,4 @@
-"""``[[suites.comparisons]]`` (issue 28): TOML shape, validation, fingerprint, descriptions."""
+"""``[[suites.comparisons]]``: TOML shape, validation, fingerprint, descriptions."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def cfg(models: str = '["m-v1", "m-v2", "m-v3"]', comparisons: str = "") -> obje
     return parse_config(BASE.format(models=models) + comparisons)
 
 
-def test_issue_shape_and_defaults() -> None:
+def test_toml_shape_and_defaults() -> None:
     text = """
 [[suites.comparisons]]
 name = "v2-vs-v1"

@@ -16,7 +16,7 @@ from monitor.config import (
     SuiteConfig,
 )
 from monitor.config.reference import COMMAND, config_tables, render_reference, undocumented
-from monitor.selection import SelectionSettings
+from monitor.selection_settings import SelectionSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "configuration.md"

@@ -1,4 +1,4 @@
-"""Secrets never printed, and each one from a file or the environment (issue 16)."""
+"""Secrets never printed, and each one from a file or the environment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding 2 of issue 26: every alert kind has a severity and a route, one incident pages once.
+"""Every alert kind has a severity and a route, one incident pages once.
 
 Unit level: the kind table covers :data:`monitor.alerts.ALERT_KINDS`, regressions are warning
 or critical, the pushed and rule alerts of one condition share their alert name and labels

@@ -55,7 +55,7 @@ def test_redact_url_userinfo_and_query() -> None:
     "alertmanger:https://u:pw-s3cret@am:9093/?token=t0ken",  # a misspelt sink kind
 ])
 def test_bad_sink_specs_are_clear_errors_without_credentials(spec: str) -> None:
-    """Issue 26 (finding 6): a sink specification that cannot be used is one clear error that
+    """A sink specification that cannot be used is one clear error that
     never echoes the URL's credentials (before: an internal ValueError, or the spec in full)."""
     from consumers.alertmanager.wiring import alertmanager_urls
     from monitor.errors import SinkError

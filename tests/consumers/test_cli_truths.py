@@ -1,6 +1,6 @@
 """What a new user meets on the command line: special output files, honest summaries, --version,
 help on every option, a busy --port, inspect on a checkpoint directory, escape codes in names,
-an output pipe closed by its reader and a resume after a torn last line (issue 17)."""
+an output pipe closed by its reader and a resume after a torn last line."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def test_secrets_are_masked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_url_credentials_are_masked(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 26 (finding 6): an Alertmanager URL's user information and token are credentials
+    """An Alertmanager URL's user information and token are credentials
     too; the endpoint (scheme, host, port, path, query keys) stays readable."""
     alerts = ('sinks.alerts=["file:alerts.jsonl", '
               '"alertmanager:https://ops:pw-s3cret@am.example:9093/am?token=t0ken"]')

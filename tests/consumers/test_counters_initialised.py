@@ -1,4 +1,4 @@
-"""Finding 3 of issue 26: counters exist at 0 for every label value they can take, and the
+"""Counters exist at 0 for every label value they can take, and the
 received counter counts every record the rejected counter counts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the engine accepted can always be restored (issue 25, finding 3).
+"""What the engine accepted can always be restored.
 
 One event-time rule for input and restore: an event stamped more than
 ``events.max_ts_jump_seconds`` ahead of the wall clock is dead-lettered as ``implausible_ts``,

@@ -1,6 +1,6 @@
-"""A forged checkpoint in the checkpoint directory stops certmon with one line (issue 16).
+"""A forged checkpoint in the checkpoint directory stops certmon with one line.
 
-The issue's findings at the command level: a checkpoint with NaN / Infinity crashed certmon
+Before, at the command level: a checkpoint with NaN / Infinity crashed certmon
 on every start (a crash loop with a traceback), loosened thresholds were used silently. Now
 ``certmon replay --checkpoint-dir`` (the same restore as ``certmon run``) exits with status
 2 and one line naming the refused field, writes no STATE.json, and leaves the checkpoint as

@@ -1,4 +1,4 @@
-"""``certmon inspect`` verifies authenticated checkpoints (issue 16).
+"""``certmon inspect`` verifies authenticated checkpoints.
 
 With ``CERTMON_CHECKPOINT_KEY`` (or ``..._KEY_FILE``) set, inspect refuses what ``certmon run``
 would refuse: an unsigned checkpoint, or a signed one edited afterwards (sha256 recomputed).

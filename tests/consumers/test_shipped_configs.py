@@ -1,5 +1,4 @@
-"""The shipped run and deploy configurations use the defaults and set nothing that is ignored
-(issue 25, finding 4).
+"""The shipped run and deploy configurations use the defaults and set nothing that is ignored.
 
 Before: they set ``betting = "wsr"`` (the old default, so ``replay`` and ``run`` disagreed on
 the same data) and a ``[checkpoint]`` section that the Kafka source silently ignores
@@ -17,7 +16,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.clients import ignored_settings
-from consumers.kafka.lifecycle import StartupTimeout
+from consumers.kafka.deadlines import StartupTimeout
 from consumers.kafka.source import run_kafka
 from monitor.config import CertmonConfig, load_config, parse_config
 

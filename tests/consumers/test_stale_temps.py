@@ -1,4 +1,4 @@
-"""Temporary files of a writer killed mid-write are removed on the next start (issue 25).
+"""Temporary files of a writer killed mid-write are removed on the next start.
 
 A ``kill -9`` between the temporary file's creation and its rename left
 ``.<name>.<random>`` files in the checkpoint directory (and beside ``--state-out``) for good.

@@ -1,4 +1,4 @@
-"""The conflict and broker-down scenarios (issue 26, finding 5): every dashboard panel against a
+"""The conflict and broker-down scenarios: every dashboard panel against a
 live Prometheus scraping a Kafka-source certmon whose suite arrives on a second partition, then
 whose brokers become unreachable.
 

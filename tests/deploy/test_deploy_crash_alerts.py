@@ -1,6 +1,6 @@
 """A violation pushed to a real Alertmanager just before ``kill -9`` stays there, and comes back.
 
-What guarantees it (issue 17): every push of an active alert carries
+What guarantees it: every push of an active alert carries
 ``endsAt = now + [sinks.alertmanager] lifetime_seconds`` (default 3600 s), so Alertmanager keeps
 the alert active for an hour after the last push even if certmon never talks to it again; a
 restarted ``certmon run`` re-pushes the alerts of its restored state at start-up

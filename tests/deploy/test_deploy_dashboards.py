@@ -120,7 +120,7 @@ def _panels() -> dict[str, dict[str, Any]]:
 
 
 def test_dashboards_name_their_bounds_and_scales() -> None:
-    """Issue 26 (findings 1 and 5): the verdict's one-sided bounds and the two-sided sequence
+    """The verdict's one-sided bounds and the two-sided sequence
     are named as such; the change-detection statistics are on a log axis with the threshold
     drawn; checkpoint age ignores idle replicas; every panel says what empty means where it
     can be empty."""

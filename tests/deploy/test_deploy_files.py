@@ -138,7 +138,7 @@ def test_k8s_manifests_have_required_fields() -> None:
     cfg = parse_config(docs["ConfigMap"]["data"]["certmon.toml"])
     assert cfg.metrics.port == next(p["containerPort"] for p in container["ports"])
     # Checkpoints in the compacted topic (checkpoint_store = "kafka"): no [checkpoint] dir,
-    # which the Kafka source would ignore (issue 25); the data volume serves "local" only.
+    # which the Kafka source would ignore; the data volume serves "local" only.
     assert "data" in mounts and cfg.checkpoint.dir is None
     assert kafka_config_of(cfg).checkpoint_store == "kafka"
 

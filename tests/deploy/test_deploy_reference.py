@@ -1,5 +1,5 @@
 """The metric and alert references of deploy/README.md are generated from the code
-(``deploy/build_reference.py``) and match it (issue 26, findings 3 and 7)."""
+(``deploy/build_reference.py``) and match it."""
 
 from __future__ import annotations
 

@@ -199,7 +199,7 @@ def query_at(base: str, promql: str, at: float) -> list[dict[str, Any]]:
 
 
 def check_fleet_panels(base: str, replicas: int) -> None:
-    """The fleet panels the issue found lying: Version shows the version (not a count), the
+    """The fleet panels that once misreported: Version shows the version (not a count), the
     risk panel draws alpha and follows the $method variable (no hard-coded method)."""
     version = fleet_panel("Version")
     assert version["options"]["textMode"] == "name"
@@ -256,7 +256,7 @@ def feed(stream: Path, stop_event: threading.Event) -> None:
 
 
 def regression_phase(stack: Stack) -> None:
-    """A certified model regresses (issue 26): one page, CertmonCertificateLost, whose pushed
+    """A certified model regresses: one page, CertmonCertificateLost, whose pushed
     evidence states the detector's statistic and the risk before and after; its rule twin, the
     regression (pushed and rule) and the new epoch's violation are inhibited or silent; the
     change-detection panel has data."""
@@ -333,7 +333,7 @@ def test_four_scenarios(stack: Stack) -> None:
         stop_feeding.set()
         feeder.join(5)
 
-    # 1b. a certified model regresses: one page (issue 26)
+    # 1b. a certified model regresses: one page
     regression_phase(stack)
     violated = panel_value(prom, "Violated certificates")  # now drift/d's new epoch too
     assert violated is not None and violated > (3 if DETAIL == "full" else 1)
@@ -346,8 +346,8 @@ def test_four_scenarios(stack: Stack) -> None:
     while time.monotonic() < deadline:
         assert pipeline_alerts(prom) == set()
         time.sleep(1)
-    # idle is healthy: the panel reads 0 (green), not the raw age past the red threshold
-    # (issue 26, finding 5), although both replicas' last checkpoints are that old
+    # idle is healthy: the panel reads 0 (green), not the raw age past the red threshold,
+    # although both replicas' last checkpoints are that old
     at = time.time()
     (shown,) = query_at(prom, panel_expr("Checkpoint age"), at)
     assert float(shown["value"][1]) == 0.0

@@ -1,4 +1,4 @@
-"""``deploy/kafka/create-topics.sh`` works with what certmon installs (issue 25, finding 4).
+"""``deploy/kafka/create-topics.sh`` works with what certmon installs.
 
 Before, it needed ``/opt/kafka/bin/kafka-topics.sh`` (only in the apache/kafka image) and
 failed anywhere else; it also gave the events topic 3 partitions against

@@ -1,6 +1,6 @@
-"""One forged record on the Kafka checkpoint topic (issue 16), against a real broker.
+"""One forged record on the Kafka checkpoint topic, against a real broker.
 
-The issue's attack: any client with write access to the checkpoint topic produced one record
+The attack: any client with write access to the checkpoint topic produced one record
 that made a violated model show ``certified`` with 999,999 rounds. Here an honest checkpoint
 is stored on the topic, the attacker overwrites it through the topic with a forged one (sha256
 recomputed), and a fresh reader -- what a restarted or rebalanced certmon does -- must refuse

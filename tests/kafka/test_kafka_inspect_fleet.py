@@ -1,5 +1,4 @@
-"""``certmon inspect --kafka``: every partition's checkpoint on the topic, in one view
-(issue 25 finding 4)."""
+"""``certmon inspect --kafka``: every partition's checkpoint on the topic, in one view."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One input cannot stop an instance (issue 25, finding 3), against the broker.
+"""One input cannot stop an instance, against the broker.
 
 - One partition's checkpoint that cannot be restored (a non-JSON record under the manifest
   header on the checkpoint topic; an unsigned document while ``CERTMON_CHECKPOINT_KEY`` is

@@ -1,4 +1,4 @@
-"""An outage shows (issue 25, finding 2), against the broker.
+"""An outage shows, against the broker.
 
 Before: with the brokers stopped for 5 minutes, ``certmon_up`` and ``certmon_kafka_connected``
 stayed 1 and ``/readyz`` 200 (kafka-python retries silently: ``poll()`` just returns

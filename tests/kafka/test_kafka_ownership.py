@@ -113,7 +113,7 @@ def test_a_suite_on_two_partitions_keeps_its_first_owner(
     scraper = Scraper(port)
     setup.wait_caught_up(timeout=60, procs=[c1])
     _wait_ready(c1, port)
-    # born at 0 (issue 26, finding 3): increase() sees the first conflict
+    # born at 0: increase() sees the first conflict
     born = 'certmon_kafka_suite_partition_conflicts_total{suite="suite-0"} 0.0'
     text = scrape(port)[1]
     for _ in range(150):  # /metrics is cached up to [metrics] min_scrape_interval

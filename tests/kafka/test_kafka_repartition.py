@@ -1,10 +1,10 @@
-"""Any producer's partitioning (issue 25, finding 1), against the broker.
+"""Any producer's partitioning, against the broker.
 
 Judge scores produced with confluent-kafka's default partitioner (librdkafka's
 ``consistent_random``: crc32), labels with kafka-python (murmur2), one suite's labels
 unkeyed, into a 6-partition topic. Without regrouping, a suite lands on several partitions:
 certmon fenced all but the first and dead-lettered the rest as ``suite_partition_conflict``
-(the issue measured 25,053 of 42,000 events dead-lettered). With the default configuration
+(measured: 25,053 of 42,000 events dead-lettered). With the default configuration
 (``[kafka] repartition`` on) every event is regrouped by suite through ``topics.repartition``
 in Kafka transactions: every valid event is counted once, none is dead-lettered, across two
 instances.

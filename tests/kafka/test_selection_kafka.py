@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from consumers.evaluation_worker.cli import run_embedded, synthetic_worker
 from consumers.kafka.checkpoints import KafkaTopicStore
 from consumers.kafka.source import kafka_config_of
 from consumers.kafka.state import load_partition_states
 from consumers.kafka.topics import ensure_topics
-from consumers.selection.cli import run_embedded, synthetic_worker
 from monitor.config import load_config
-from monitor.selection import KICKOFF_EXAMPLE_ID, synthetic_benchmark
+from monitor.selection_settings import KICKOFF_EXAMPLE_ID, synthetic_benchmark
 from tests.kafka.conftest import BrokerInfo
 from tests.kafka.kafka_harness import _CLI, KAFKA_SECTIONS, REPO, Consumer
 

@@ -8,7 +8,7 @@ import sys
 import monitor.stats as stats
 
 EXPECTED = {
-    "BetConfig", "BettingEProcess", "AutoEvalTest", "RiskMonitor", "method_rhos",
+    "BetConfig", "BettingEProcess", "one_sided_test", "RiskMonitor", "method_rhos",
     "effective_observations", "HedgedConfidenceSequence", "bonferroni_deltas", "fixed_sequence",
     "e_bh", "SequentialMean", "StratifiedCertifiedMean", "StratifiedPPIMean", "LabelStrata",
     "JudgeLossBins", "NearestNeighbourPartition", "audit_rates", "LogisticLowRank",

@@ -40,9 +40,9 @@ class PlugInBatch:
         Number of independent streams.
     judge_prior : bool or None
         ``plugin_rho``'s judge prior; None (default): as ``PlugInEProcess`` (on the certify side
-        of a plug-in reliance). False: the rule before issue 29, for comparisons.
+        of a plug-in reliance). False: the plain plug-in (no judge prior), for comparisons.
     start : float or None
-        A study variant of issue 29, not the library's rule: the plug-in reliance is ``start``
+        A study variant, not the library's rule: the plug-in reliance is ``start``
         from the first round and while the human losses have not varied. None: no such start.
     cells : pair of sequences of float, optional
         Fixed bets and prior weights instead of ``bet_grid``'s (as for ``PlugInEProcess``).
@@ -82,7 +82,7 @@ class PlugInBatch:
         self._log_prior = np.log(np.array(w))[None, :]
         self._lw = np.zeros((reps, len(lam)))
         self._sums = np.zeros((5, reps))
-        # issue 29: the study's start value; the judge prior (as PlugInEProcess by default)
+        # the study variant's start value; the judge prior (as PlugInEProcess by default)
         self._start = float(start) if self._plug and start is not None else None
         self._jp = (side == "certify" if judge_prior is None else judge_prior) and self._plug
         first = float(self._grid[0]) if not self._plug else (self._start or 0.0)

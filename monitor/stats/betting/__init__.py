@@ -7,7 +7,8 @@ mixture over reliance factors rho (:mod:`.autoeval`), one certificate of one mod
 two-sided confidence sequences on a grid of candidate means (:mod:`.confseq`,
 :mod:`.confseq_group`, :mod:`.grid_wealth`, :mod:`.grid_batch`). ``ckernel.c`` is the optional
 compiled twin of a ``plugin_up`` e-process's round, :mod:`.plugin_round` its Python reference;
-``cedges.c`` computes the tables of :class:`~.bernstein_edges.EdgeWalk` (the same decisions).
+``cedges.c`` computes the tables of :class:`~.confseq_bernstein_edges.IntervalNarrowing` (the same
+decisions).
 
 May import: numpy, the standard library and modules of this package; nothing else of certmon.
 """

@@ -8,7 +8,7 @@ empty). For a reliance factor ``rho`` the PPI++ effective observation is
 
 an unbiased estimate of the risk ``R = E[l]`` with range ``[-rho, 1 + rho]``. R-Eval is
 ``rho = 0``, R-AutoEval is ``rho = 1``. A one-sided test (:class:`OneSidedTest`) is one of two
-implementations, built by :func:`AutoEvalTest` from the bet rule:
+implementations, built by :func:`one_sided_test` from the bet rule:
 :class:`~.autoeval_plugin.PlugInTest` (rule ``"plugin_up"``, the default: one row whose reliance
 is ``rhos[0]`` or a predictable plug-in choice among ``rhos``) or
 :class:`~.autoeval_mixture.MixtureTest` (rules ``"wsr"`` and ``"up"``: one e-process per
@@ -30,7 +30,6 @@ from monitor.stats.betting.eprocess import BettingEProcess
 from monitor.stats.betting.plugin import PlugInEProcess
 
 __all__ = [
-    "AutoEvalTest",
     "Method",
     "MixtureTest",
     "OneSidedTest",
@@ -40,6 +39,7 @@ __all__ = [
     "check_round",
     "effective_observations",
     "method_rhos",
+    "one_sided_test",
     "restore_test",
 ]
 
@@ -107,7 +107,7 @@ class OneSidedTest(Protocol):
 
     One round is :meth:`update` (validating) or :meth:`advance` (validated losses).
     Implemented by :class:`~.autoeval_plugin.PlugInTest` and
-    :class:`~.autoeval_mixture.MixtureTest`; see :func:`AutoEvalTest` for the guarantee.
+    :class:`~.autoeval_mixture.MixtureTest`; see :func:`one_sided_test` for the guarantee.
     """
 
     def update(self, human_loss: float, judge_loss: float, block_mean: float | None) -> None:
@@ -198,7 +198,7 @@ class OneSidedTest(Protocol):
 
 
 # a factory under the name of the former class, so that its callers' constructor call holds
-def AutoEvalTest(
+def one_sided_test(
     alpha: float,
     delta: float,
     side: Side,
@@ -238,13 +238,13 @@ def AutoEvalTest(
 
     Examples
     --------
-    >>> t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3),
+    >>> t = one_sided_test(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3),
     ...                  BetConfig("wsr"))
     >>> for _ in range(20):
     ...     t.update(0.0, 0.0, 0.0)
     >>> type(t).__name__, t.crossed_at_round is not None and t.log_e >= t.log_threshold
     ('MixtureTest', True)
-    >>> p = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
+    >>> p = one_sided_test(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig())
     >>> for _ in range(10):
     ...     p.update(0.0, 0.0, 0.0)
     >>> type(p).__name__, p.crossed_at_round, p.rho, p.rho_weights.tolist()
@@ -275,7 +275,7 @@ def restore_test(d: dict[str, Any]) -> PlugInTest | MixtureTest:
 
     Examples
     --------
-    >>> t = AutoEvalTest(0.3, 0.1, "violate", [0.0, 1.0], BetConfig("up"))
+    >>> t = one_sided_test(0.3, 0.1, "violate", [0.0, 1.0], BetConfig("up"))
     >>> t.update(1.0, 0.5, 0.2)
     >>> restore_test(t.to_state()).to_state() == t.to_state()
     True
@@ -284,3 +284,8 @@ def restore_test(d: dict[str, Any]) -> PlugInTest | MixtureTest:
     if PlugInEProcess.is_state(d["eprocess"]):
         return PlugInTest.from_state(d)
     return MixtureTest.from_state(d)
+
+
+#: The former name of :func:`one_sided_test`, kept for code that imports it; a one-sided test's
+#: snapshot keeps its kind ``"certmon.AutoEvalTest"`` (:data:`.autoeval_base.STATE_KIND`).
+AutoEvalTest = one_sided_test

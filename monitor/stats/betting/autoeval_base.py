@@ -52,7 +52,7 @@ class OneSidedBase:
     alpha, delta : float
         Risk level and error level in (0, 1).
     side : {"certify", "violate"}
-        The test's null hypothesis (see :func:`~.autoeval.AutoEvalTest`).
+        The test's null hypothesis (see :func:`~.autoeval.one_sided_test`).
     rhos : array_like, shape (S,)
         Reliance factors in [0, 1].
     initial_weights : array_like, optional
@@ -222,4 +222,4 @@ class OneSidedBase:
 
 def check_state(d: dict[str, Any]) -> None:
     """Raise ``ValueError`` unless ``d`` is a one-sided test's state document (kind, version)."""
-    check_header(d, STATE_KIND, 1, "AutoEvalTest")
+    check_header(d, STATE_KIND, 1, "one_sided_test")

@@ -31,7 +31,7 @@ class MixtureTest(OneSidedBase):
     Parameters
     ----------
     alpha, delta, side, rhos, initial_weights
-        As for :func:`~monitor.stats.betting.autoeval.AutoEvalTest`.
+        As for :func:`~monitor.stats.betting.autoeval.one_sided_test`.
     bet : BetConfig
         A ``"wsr"`` or ``"up"`` bet configuration.
     e_process : BettingEProcess, optional
@@ -57,7 +57,7 @@ class MixtureTest(OneSidedBase):
     The mixture is a convex combination of e-processes with fixed prior weights, hence itself
     a nonnegative supermartingale (Ville's inequality). Lemma 1: ``log_e`` is at most
     ``log(1 / min_s w_{s,0})`` below the best single-rho ``log E_s``. Assumptions as for
-    :func:`~monitor.stats.betting.autoeval.AutoEvalTest`.
+    :func:`~monitor.stats.betting.autoeval.one_sided_test`.
     """
 
     __slots__ = ("_ep",)

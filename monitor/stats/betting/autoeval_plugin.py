@@ -30,7 +30,7 @@ class PlugInTest(OneSidedBase):
     Parameters
     ----------
     alpha, delta, side, rhos
-        As for :func:`~monitor.stats.betting.autoeval.AutoEvalTest`.
+        As for :func:`~monitor.stats.betting.autoeval.one_sided_test`.
     bet : BetConfig
         A ``"plugin_up"`` bet configuration.
 
@@ -49,7 +49,7 @@ class PlugInTest(OneSidedBase):
     the row's reliance is chosen from past rounds only, so each round's observation stays
     unbiased for the risk and the wealth is a nonnegative supermartingale (see
     :class:`~monitor.stats.betting.plugin.PlugInEProcess`). Assumptions as for
-    :func:`~monitor.stats.betting.autoeval.AutoEvalTest`.
+    :func:`~monitor.stats.betting.autoeval.one_sided_test`.
     """
 
     __slots__ = ("_pl",)

@@ -1,22 +1,23 @@
 /*
- * monitor.stats.betting.cedges: the mixture tables of EdgeWalk (bernstein_edges.py), compiled.
+ * monitor.stats.betting.cedges: the mixture tables of IntervalNarrowing
+ * (confseq_bernstein_edges.py), compiled.
  *
- * A table only filters: EdgeWalk decides a point from it when the value is clear of the
+ * A table only filters: IntervalNarrowing decides a point from it when the value is clear of the
  * threshold by a margin (1e-9 (1 + |threshold|), far above rounding) and otherwise in Python
- * floats (bernstein.mixture_rejects), so any table within rounding of the exact mixtures gives
- * the same decisions, the same bounds and the same state. This one computes each row's
+ * floats (quadratic_wealth.mixture_rejects), so any table within rounding of the exact mixtures
+ * gives the same decisions, the same bounds and the same state. This one computes each row's
  * quadratic bound with the Python path's operations in the same order, and the mixture
  * log mean_s exp(Q_s) only where it could be near the threshold: the mixture lies in
  * [max_s Q_s - log S, max_s Q_s], so elsewhere the table holds that interval's near end, which
  * is decided the same way. (tests/stats/betting/test_cedges.py compares the decisions.)
- * Optional: without it, EdgeWalk computes the tables with numpy.
+ * Optional: without it, IntervalNarrowing computes the tables with numpy.
  *
- * block_prep and block_terms are BlockKernel.run (bernstein_block.py) compiled: unlike the
- * tables, every value they write is bit-identical to the numpy path (the same IEEE operations
- * on the same operands in the same order, running sums added strictly in round order, the C
- * library's log1p that Python's math.log1p calls); numpy's own log1p (fan_slope's) is not
+ * block_prep and block_terms are SingleSequenceBlockSums.run (confseq_bernstein_block.py) compiled:
+ * unlike the tables, every value they write is bit-identical to the numpy path (the same IEEE
+ * operations on the same operands in the same order, running sums added strictly in round order,
+ * the C library's log1p that Python's math.log1p calls); numpy's own log1p (fan_slope's) is not
  * the C library's, so the caller computes it with numpy between the two calls.
- * (tests/stats/betting/test_bernstein_block.py compares them.)
+ * (tests/stats/betting/test_confseq_bernstein_block.py compares them.)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -113,7 +114,7 @@ static PyObject *mixtures(PyObject *self, PyObject *const *args, Py_ssize_t narg
             }
             double v;
             if (!finite) {
-                v = NAN;  /* no shortcut: EdgeWalk decides the point exactly, as numpy's NaN */
+                v = NAN;  /* no shortcut: IntervalNarrowing decides the point exactly, as numpy's NaN */
             } else if (rows == 1 || top < clear_accept) {
                 v = top;  /* one row: its bound; else the mixture <= top: clearly accepted */
             } else if (top - log_rows >= clear_reject) {
@@ -163,8 +164,8 @@ static int read_floats(PyObject *o, Py_ssize_t n, double *out, const char *name)
 /*
  * block_prep(qs, t0, total, dev, mu0, var0, num, fixed_scale, lo, hi, caps, wd, work)
  *
- * The first half of BlockKernel.run. qs: (k, R); total, dev: R floats; mu0, var0, lo, hi:
- * (R,); caps: (2, 1, R); num = 2 log(1 / delta); fixed_scale: None (anytime WSR: the scale of
+ * The first half of SingleSequenceBlockSums.run. qs: (k, R); total, dev: R floats; mu0, var0, lo,
+ * hi: (R,); caps: (2, 1, R); num = 2 log(1 / delta); fixed_scale: None (anytime WSR: the scale of
  * round t is num / (t log1p(t))) or the float num / horizon. Writes wd (2, k + 1, R): the
  * running WSR totals and squared-error sums (row 0 the sums before the block), and work
  * (3, 2, k, R): each side's capped bets lam, their smallest factors zmin = lam (lo - q)
@@ -250,8 +251,8 @@ done:
 /*
  * block_terms(log1p_safe, work, qs, sums, out)
  *
- * The second half of BlockKernel.run: fan_slope of zmin (from numpy's log1p of work[2], the
- * closed form, or the series where |zmin| < 1e-3, less the 1e-9 slack), each round's terms
+ * The second half of SingleSequenceBlockSums.run: fan_slope of zmin (from numpy's log1p of work[2],
+ * the closed form, or the series where |zmin| < 1e-3, less the 1e-9 slack), each round's terms
  * [lam, lam q, k lam^2, k lam^2 q, k lam^2 q^2] per side and their running sums from sums
  * (2, 5, R) into out (2, k + 1, 5, R) (out[:, 0] = sums).
  */
@@ -328,7 +329,7 @@ done:
 /*
  * edge_filter(both, segments, points, out)
  *
- * next_rejections' filter (bernstein_edges.py), compiled. both: (2, k, 5, R) float64 (each
+ * next_rejections' filter (confseq_bernstein_edges.py), compiled. both: (2, k, 5, R) float64 (each
  * side's sums after each round); segments: M (first row, row count) pairs of int (each
  * member's contiguous rows); points: 2 lists of M floats (each member's tested point per
  * side). Writes out (2, k, M): the mixture log mean_s exp(Q_s(point)) of the member's rows
@@ -459,7 +460,7 @@ done:
 static PyMethodDef methods[] = {
     {"mixtures", (PyCFunction)(void (*)(void))mixtures, METH_FASTCALL,
      "mixtures(sums, j, r0, r1, upper, point, width, grid_size, clear_accept, clear_reject, out)"
-     "\n\nFill an EdgeWalk table (a filter: exact where it could be near the threshold)."},
+     "\n\nFill an IntervalNarrowing table (a filter: exact where it could be near the threshold)."},
     {"block_prep", (PyCFunction)(void (*)(void))block_prep, METH_FASTCALL,
      "block_prep(qs, t0, total, dev, mu0, var0, num, fixed_scale, lo, hi, caps, wd, work)"
      "\n\nBlockKernel.run's WSR sums, capped bets and smallest factors (bit-identical)."},
@@ -474,7 +475,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "monitor.stats.betting.cedges",
-    "Compiled EdgeWalk tables (the same decisions) and bet blocks (the same bits).", -1,
+    "Compiled IntervalNarrowing tables (the same decisions) and bet blocks (the same bits).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

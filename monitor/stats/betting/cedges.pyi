@@ -1,4 +1,4 @@
-"""Compiled EdgeWalk tables, next_rejections filter and bet blocks (``cedges.c``)."""
+"""Compiled IntervalNarrowing tables, next_rejections filter and bet blocks (``cedges.c``)."""
 
 def mixtures(sums: object, j: int, r0: int, r1: int, upper: bool, point: int, width: int,
              grid_size: int, clear_accept: float, clear_reject: float, out: object) -> None: ...

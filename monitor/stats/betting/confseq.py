@@ -1,6 +1,6 @@
 """Two-sided confidence sequence for a risk by hedged betting capital on a grid.
 
-The interval of issue 2 for R-Eval (``rhos = [0]``), R-AutoEval (``rhos = [1]``) and R-AutoEval+
+The confidence interval for R-Eval (``rhos = [0]``), R-AutoEval (``rhos = [1]``) and R-AutoEval+
 (``S`` values of ``rho`` in ``[0, 1]``), following R-AutoEval+ (Park, Zecchin, Simeone) App. D.5
 and Waudby-Smith & Ramdas (2024) Sec. 4.4: every grid value ``m`` is tested from both sides with
 ``delta / 2`` each, the rejected values are cut away, and the running intersection is reported.

@@ -3,7 +3,7 @@
 The two-sided betting sequence of :mod:`monitor.stats.betting.confseq` keeps one wealth per grid
 point, rho and side (a 1000-point grid: about 160 kB per certificate). Here every rho's bets are
 the same for all candidate means, and each side's log-wealth at *every* ``m`` is bounded below by
-a quadratic in ``m`` (Fan's inequality, :mod:`monitor.stats.betting.bernstein`) whose five
+a quadratic in ``m`` (Fan's inequality, :mod:`monitor.stats.betting.quadratic_wealth`) whose five
 coefficients are running sums. The state is those sums, the WSR statistics and the bounds.
 Used by :class:`monitor.stats.betting.risk_group.CertificateGroup` (``cs_kind = "bernstein"``,
 the default) and :class:`monitor.stats.betting.risk.RiskMonitor`.
@@ -19,14 +19,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.betting.bernstein import (
-    N_SUMS,
-    fold_sums,
-    round_terms,
-)
-from monitor.stats.betting.bernstein_block import BlockKernel
-from monitor.stats.betting.bernstein_edges import EdgeWalk, next_rejections
 from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.confseq_bernstein_block import SingleSequenceBlockSums
+from monitor.stats.betting.confseq_bernstein_edges import IntervalNarrowing, next_rejections
 from monitor.stats.betting.confseq_bernstein_state import (
     FORMAT,
     BernsteinDynamics,
@@ -37,6 +32,11 @@ from monitor.stats.betting.confseq_bernstein_state import (
 from monitor.stats.betting.grid_batch import wsr_rounds_stats
 from monitor.stats.betting.grid_wealth import edge_limit
 from monitor.stats.betting.members import BernsteinMember
+from monitor.stats.betting.quadratic_wealth import (
+    N_SUMS,
+    fold_sums,
+    round_terms,
+)
 from monitor.stats.state_contract import restorer
 
 __all__ = ["FORMAT", "BernsteinMember", "BernsteinSequences", "block_sums", "flush_many"]
@@ -127,7 +127,7 @@ class BernsteinSequences:
     ``m = R`` has ``z = lam (R - q) >= z0 = lam (l - q) >= -c > -1``, and likewise below, so
     the wealth at ``R`` stopped at ``tau`` is a nonnegative supermartingale (the mixture too).
     Fan's inequality ``log(1 + z) >= z + g(z0) z^2`` for ``z >= z0`` (``g`` increasing,
-    :func:`~monitor.stats.betting.bernstein.fan_slope`) holds path by path, so ``z0`` may use
+    :func:`~monitor.stats.betting.quadratic_wealth.fan_slope`) holds path by path, so ``z0`` may use
     the round's own ``q``, and makes the quadratic ``Q_s(R)`` a lower bound on each rho's
     log-wealth. ``R`` can only leave when a side rejects it, i.e. when its mixture of
     ``exp(Q_s(R))`` reaches ``2 / delta``; then the true mixture wealth at ``R`` did too, which
@@ -137,13 +137,14 @@ class BernsteinSequences:
 
     *Cost.* State: per rho row, two WSR sums and ``2 x 5`` quadratic sums; per member, two
     edges. Rounds are buffered (up to the end of their block of 32, as ``(h, b - f)`` pairs)
-    and applied in one vectorized pass (:class:`~monitor.stats.betting.bernstein_block.
-    BlockKernel`; :meth:`flush_all` does it for many sequences of one configuration at once
-    with :func:`block_sums`, e.g. at a read of a fleet); a bound can only move when the tested
+    and applied in one vectorized pass (:class:`~monitor.stats.betting.confseq_bernstein_block.
+    SingleSequenceBlockSums`; :meth:`flush_all` does it for many sequences of one configuration at
+    once with :func:`block_sums`, e.g. at a read of a fleet); a bound can only move when the tested
     point just inside it is rejected, which is checked with a cheap vectorized filter (skipped
     while no log-wealth bound can reach the threshold) and then decided exactly in Python
     floats at that round, and the moves from there are :class:`~monitor.stats.betting.
-    bernstein_edges.EdgeWalk`'s, so the outcome never depends on how rounds were batched.
+    confseq_bernstein_edges.IntervalNarrowing`'s, so the outcome never depends on how rounds were
+    batched.
 
     *Width.* Fan's bound is exact at ``z = z0`` and ``z = 0`` and its coefficient
     ``g(z0)`` is near ``-1/2`` once bets are small, so little wealth is lost; the caps use the
@@ -195,7 +196,7 @@ class BernsteinSequences:
         # what sequences flushed together (flush_sequences) must share
         self._layout = (self.delta, self.grid_size, self.bet, tuple(r),
                         tuple(tuple(m) for m in self._member_idx))
-        self._kernel = BlockKernel(self._row_rho, self._row_member.tolist(), self._mu0,
+        self._kernel = SingleSequenceBlockSums(self._row_rho, self._row_member.tolist(), self._mu0,
                                    self._var0, self.bet.c, self._log_inv_delta,
                                    self.bet.horizon, grid_size, _CHUNK)
 
@@ -327,7 +328,7 @@ class BernsteinSequences:
                                             self.grid_size, self.log_threshold, both,
                                             valid).items():
                 if min(first) < k:
-                    stop[i] = EdgeWalk(members[i], up, low, self.grid_size,
+                    stop[i] = IntervalNarrowing(members[i], up, low, self.grid_size,
                                        self.log_threshold).run(min(first))
         if all(j == k - 1 for j in stop):  # every member counts the whole block
             self.sums[0] = up[-1]

@@ -16,7 +16,7 @@ human loss seen was 0 and the judge looks like it agreed, the human variance and
 with ``d`` (which zeros cannot show) are taken from the judge's failure rate on the blocks
 (``plugin_rho(..., judge_prior=True)``): otherwise ``rho = 0`` looks variance-free, bets at its
 cap, and the first failure (which a good judge sees, ``q = b`` at ``rho = 1``) costs the large
-bets most of their wealth. Issue 29 (``benchmarks/labels_vs_oracle.py --low-risk``, 200 runs):
+bets most of their wealth. Measured (``benchmarks/labels_vs_oracle.py --low-risk``, 200 runs):
 with a good judge this cut the labels from 1.24x to about 1.03x those of R-AutoEval at delta
 0.1; over the Example 1 and lower-risk streams the worst ratio to the better of R-Eval and
 R-AutoEval went from 1.24 to about 1.07. Not adopted, measured: starting at ``rho = 1`` until a
@@ -28,7 +28,7 @@ The row bets with a universal portfolio over fixed bets (:func:`bet_grid`): 8 ce
 of ``(0, c / max(alpha, 1 - alpha)]`` plus a geometric (ratio sqrt 2) extension up to the
 side's rho = 0 cap, carrying 25% of the prior mass; each bet is clipped at the round's cap
 ``c / (1 + rho_t - alpha)`` (certify) or ``c / (alpha + rho_t)`` (violate), ``c = 0.95`` by
-default. Why this one (study of issue 13, Example 1 streams, median labels / clairvoyant at
+default. Why this one (measured on Example 1 streams, median labels / clairvoyant at
 delta 0.01): the anytime WSR bet shrinks like ``1 / sqrt(t log t)`` and cost 1.4-1.9x; c = 1/2
 caps good judges (the clairvoyant Kelly bet sits at the cap); aGRAPA overbets early and ONS
 stalls (1.2-5x); a doubling-horizon WSR mixture and averages with aGRAPA were within a few

@@ -57,7 +57,7 @@ def plugin_rho(t: int, sums: Sequence[float], alpha: float, c: float, side: Side
         variance and its covariance with ``d``, which zeros cannot show, are taken from the
         judge: ``Var(l) = p (1 - p)`` with ``p`` the mean of ``d`` (the blocks' mean judge loss)
         and ``Cov(l, d) = -Var(l)`` (a judge that agrees). False (the comparison's rule): the
-        plain plug-in. ``PlugInEProcess`` sets it on the certify side (issue 29, see
+        plain plug-in. ``PlugInEProcess`` sets it on the certify side (see
         :mod:`.plugin`).
 
     Returns

@@ -12,13 +12,13 @@ from typing import Any, Literal, Protocol, Self
 import numpy as np
 
 from monitor.stats.betting.autoeval import (
-    AutoEvalTest,
     Method,
     MixtureTest,
     OneSidedTest,
     advance_verified_pair,
     check_round,
     method_rhos,
+    one_sided_test,
     restore_test,
 )
 from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
@@ -175,9 +175,9 @@ class RiskMonitor:
         self._cs_grid = cs_grid
         self._cs_kind = check_cs_kind(cs_kind)
         rhos = method_rhos(self._method, n_rhos)
-        self._certify: OneSidedTest = AutoEvalTest(self._alpha, self._tdelta, "certify", rhos,
+        self._certify: OneSidedTest = one_sided_test(self._alpha, self._tdelta, "certify", rhos,
                                                    bet)
-        self._violate: OneSidedTest = AutoEvalTest(self._alpha, self._tdelta, "violate", rhos,
+        self._violate: OneSidedTest = one_sided_test(self._alpha, self._tdelta, "violate", rhos,
                                                    bet)
         self._twins = _twin_pair(self._certify, self._violate)
         self._cs: Interval | None = None

@@ -2,7 +2,7 @@
 
 Online, per (suite, model): one :class:`StratifiedCertifiedMean` holds per-stratum label statistics
 (Welford mean / variance) and per-stratum traffic counts, and reports an anytime-valid interval for
-the traffic-weighted risk. The radii are in :mod:`monitor.stats.cereval.bernstein`.
+the traffic-weighted risk. The radii are in :mod:`monitor.stats.cereval.stitched_radii`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.stats.cereval.bernstein import MIN_LOG_FACTOR, bernstein_radius
+from monitor.stats.cereval.stitched_radii import MIN_LOG_FACTOR, bernstein_radius
 from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["StratifiedCertifiedMean", "traffic_weighted_mean"]

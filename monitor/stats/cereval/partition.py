@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.stats.cereval.bernstein import bernstein_radius
+from monitor.stats.cereval.stitched_radii import bernstein_radius
 from monitor.stats.state_contract import check_header, restorer
 
 __all__ = [
@@ -331,7 +331,7 @@ def fit_knn_partition(
     train_fraction : float
         Fraction of S the classifier is trained on (the paper says "a random subset").
     log_factor : float
-        As in :func:`monitor.stats.cereval.bernstein.bernstein_radius`.
+        As in :func:`monitor.stats.cereval.stitched_radii.bernstein_radius`.
     labelled_rows : array_like of int, optional
         If the labelled points are rows of ``pool``, their row indices (saves one NN search).
 

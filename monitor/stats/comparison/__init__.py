@@ -1,6 +1,6 @@
 """Anytime-valid comparisons of a candidate model against a baseline (non-inferiority).
 
-Issue 28. A comparison asks whether ``Delta = R(candidate) - R(baseline)`` is below a margin
+A comparison asks whether ``Delta = R(candidate) - R(baseline)`` is below a margin
 (``non_inferior``) or above it (``inferior``), from audited units labelled by humans, with the
 judge on both arms through PPI++ observations and an adaptive reliance, as the certificates do.
 

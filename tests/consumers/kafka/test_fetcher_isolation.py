@@ -1,4 +1,4 @@
-"""The fetch child never imports code from the working directory (issue 16)."""
+"""The fetch child never imports code from the working directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One record or one evicted member cannot harm the other partitions (issue 25, finding 3).
+"""One record or one evicted member cannot harm the other partitions.
 
 A 4 KB record ``[`` x 2000 on a partition fenced after a suite conflict raised RecursionError
 in the ownership check (only ValueError / UnicodeDecodeError were caught): the consumer loop
@@ -63,7 +63,7 @@ def test_a_deeply_nested_record_on_a_fenced_partition_is_dead_lettered() -> None
 def test_an_evicted_member_writes_no_checkpoint(tmp_path: Path) -> None:
     """kafka-python's heartbeat thread resets the generation when the broker says the member
     is unknown (evicted); until the next assignment the member must not write checkpoints,
-    or it overwrites those of the partitions' new owner (issue 25: "overwritten by another
+    or it overwrites those of the partitions' new owner (before: "overwritten by another
     writer", then a refused checkpoint)."""
     runner, consumer, _ = _runner(tmp_path)
     evictable = _GroupConsumer()
@@ -162,7 +162,7 @@ def test_a_scrape_is_not_held_by_a_long_checkpoint_or_flush(tmp_path: Path) -> N
 
 def test_a_loop_failure_checkpoints_the_engines_first_with_a_local_store(
         tmp_path: Path) -> None:
-    """Issue 25: a consume-loop failure in a broker outage dropped the engines' unsaved work
+    """A consume-loop failure in a broker outage dropped the engines' unsaved work
     (read again later: exact, but redone). With a local store it is checkpointed first, with
     no offset commit (the brokers may be gone); not after a failure inside a batch."""
     runner, consumer, _ = _runner(tmp_path)

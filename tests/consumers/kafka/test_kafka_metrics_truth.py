@@ -1,4 +1,4 @@
-"""Issue 26: the Kafka source's metrics say what is known (no broker: fake consumer).
+"""The Kafka source's metrics say what is known (no broker: fake consumer).
 
 - lag is exported for every assigned partition whose high watermark is known, including one
   no record was read from (no suite's events): 0 for an empty partition, not a blank panel;

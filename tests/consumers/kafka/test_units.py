@@ -13,8 +13,8 @@ from kafka.structs import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from consumers.kafka.checkpoints import KafkaTopicStore, chunk_key, split_chunks
+from consumers.kafka.deadlines import RebalanceStalled, rebalance_limit_s
 from consumers.kafka.health import update_lag
-from consumers.kafka.lifecycle import RebalanceStalled, rebalance_limit_s
 from consumers.kafka.logs import JsonFormatter, configure_json_logging
 from consumers.kafka.sinks import KafkaTopicSink, ProduceError
 from consumers.kafka.source import KafkaRunner, kafka_config_of

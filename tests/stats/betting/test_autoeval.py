@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting.autoeval import (
-    AutoEvalTest,
     advance_pair,
     check_round,
     effective_observations,
     method_rhos,
+    one_sided_test,
     restore_test,
 )
 from monitor.stats.betting.bets import BetConfig
@@ -59,7 +59,7 @@ def test_effective_observations_values_and_range() -> None:
 @pytest.mark.parametrize("bad", [(1.5, 0.0, 0.0), (0.0, -0.1, 0.0), (0.0, 0.0, 2.0),
                                  (math.nan, 0.0, None), (0.0, math.inf, None)])
 def test_out_of_range_inputs_raise(bad: tuple[float, float, float | None]) -> None:
-    t = AutoEvalTest(0.1, 0.1, "certify", method_rhos("r_autoeval_plus"), BetConfig("wsr"))
+    t = one_sided_test(0.1, 0.1, "certify", method_rhos("r_autoeval_plus"), BetConfig("wsr"))
     with pytest.raises(ValueError, match=r"must be a finite number in \[0, 1\]"):
         t.update(*bad)
     with pytest.raises(ValueError):
@@ -69,18 +69,19 @@ def test_out_of_range_inputs_raise(bad: tuple[float, float, float | None]) -> No
 
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError):
-        AutoEvalTest(0.1, 0.1, "certify", [1.5], BetConfig("wsr"))
+        one_sided_test(0.1, 0.1, "certify", [1.5], BetConfig("wsr"))
     with pytest.raises(ValueError):
-        AutoEvalTest(0.0, 0.1, "certify", [0.0], BetConfig("wsr"))
+        one_sided_test(0.0, 0.1, "certify", [0.0], BetConfig("wsr"))
     with pytest.raises(ValueError):
-        AutoEvalTest(0.1, 0.1, "certify", [0.0, 1.0], BetConfig("wsr"), initial_weights=[1.0, 0.0])
+        one_sided_test(0.1, 0.1, "certify", [0.0, 1.0], BetConfig("wsr"),
+                       initial_weights=[1.0, 0.0])
 
 
 def test_mixture_equals_eq11_product_hand_example() -> None:
     # S = 2, rhos {0, 1}, three rounds; the product over rounds of sum_s w_{s,i} e_{s,i} with
     # w_{s,i} proportional to w_{s,0} E_{s,i-1} (eq. 11, 13) equals sum_s w_{s,0} E_{s,n} (eq. 25)
     w0 = [0.25, 0.75]
-    t = AutoEvalTest(0.3, 0.1, "certify", [0.0, 1.0], BetConfig("wsr", horizon=10),
+    t = one_sided_test(0.3, 0.1, "certify", [0.0, 1.0], BetConfig("wsr", horizon=10),
                      initial_weights=w0)
     rounds = [(0.0, 0.0, 0.2), (1.0, 1.0, 0.1), (0.0, 1.0, None)]
     prod = 1.0
@@ -102,7 +103,7 @@ def test_mixture_equals_eq11_product_hand_example() -> None:
 
 def test_empty_block_is_human_loss_for_every_rho() -> None:
     rhos = method_rhos("r_autoeval_plus", 4)
-    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
+    t = one_sided_test(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
     ref = BettingEProcess(0.2, 0.1, "certify", -rhos, 1 + rhos, BetConfig("wsr"))
     for h in (0.0, 1.0, 0.25, 0.0):
         t.update(h, 1.0 - h, None)
@@ -114,7 +115,7 @@ def test_empty_block_is_human_loss_for_every_rho() -> None:
 def test_regret_bound_lemma1_and_weights() -> None:
     rng = np.random.default_rng(1)
     for rule in ("wsr", "up"):
-        t = AutoEvalTest(0.15, 0.05, "certify", method_rhos("r_autoeval_plus"),
+        t = one_sided_test(0.15, 0.05, "certify", method_rhos("r_autoeval_plus"),
                          BetConfig(rule=rule, up_grid=16))
         for h, f, b in _rounds(rng, 400):
             t.update(h, f, b)
@@ -125,7 +126,7 @@ def test_regret_bound_lemma1_and_weights() -> None:
 
 
 def test_crossing_round_and_max() -> None:
-    t = AutoEvalTest(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig("wsr"))
+    t = one_sided_test(0.5, 0.1, "certify", method_rhos("r_autoeval_plus", 3), BetConfig("wsr"))
     history = []
     for _ in range(30):
         t.update(0.0, 0.0, 0.0)
@@ -137,8 +138,8 @@ def test_crossing_round_and_max() -> None:
 
 
 def test_r_eval_ignores_the_judge() -> None:
-    a = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
-    b = AutoEvalTest(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
+    a = one_sided_test(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
+    b = one_sided_test(0.2, 0.1, "violate", method_rhos("r_eval"), BetConfig("wsr"))
     rng = np.random.default_rng(2)
     for h, f, bm in _rounds(rng, 100):
         a.update(h, f, bm)
@@ -152,7 +153,7 @@ def test_json_roundtrip_midstream_and_pair_identity(rule: str) -> None:
     rounds = _rounds(rng, 150)
     bet = BetConfig(rule=rule, up_grid=8)  # type: ignore[arg-type]
     rh = method_rhos("r_autoeval_plus")
-    c1, v1, c2, v2 = (AutoEvalTest(0.12, 0.1, s, rh, bet)
+    c1, v1, c2, v2 = (one_sided_test(0.12, 0.1, s, rh, bet)
                       for s in ("certify", "violate", "certify", "violate"))
     for h, f, b in rounds[:70]:
         advance_pair(c1, v1, h, f, b)
@@ -177,7 +178,7 @@ def test_json_roundtrip_midstream_and_pair_identity(rule: str) -> None:
 def test_mean_per_rho_is_running_mean_of_q() -> None:
     rng = np.random.default_rng(4)
     rhos = method_rhos("r_autoeval_plus", 5)
-    t = AutoEvalTest(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
+    t = one_sided_test(0.2, 0.1, "certify", rhos, BetConfig("wsr"))
     qs = []
     for h, f, b in _rounds(rng, 50):
         t.update(h, f, b)

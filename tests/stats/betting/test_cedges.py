@@ -1,4 +1,4 @@
-"""The compiled EdgeWalk tables make the same decisions as the numpy ones.
+"""The compiled IntervalNarrowing tables make the same decisions as the numpy ones.
 
 A table is a filter: a value at or above ``clear_reject`` means rejected, below
 ``clear_accept`` accepted, anything between is decided exactly in Python floats. The compiled
@@ -14,11 +14,11 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from monitor.stats.betting import bernstein_edges
-from monitor.stats.betting.bernstein import mixture_rejects
-from monitor.stats.betting.bernstein_edges import EdgeWalk
+from monitor.stats.betting import confseq_bernstein_edges
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+from monitor.stats.betting.confseq_bernstein_edges import IntervalNarrowing
+from monitor.stats.betting.quadratic_wealth import mixture_rejects
 from monitor.stats.betting.risk_group import CertificateGroup
 from tests.ckernels import load
 
@@ -37,9 +37,10 @@ class _Member:
         return self._rows
 
 
-def _decisions(table: np.ndarray, walk: EdgeWalk, sums: np.ndarray, side: int, j: int,
+def _decisions(table: np.ndarray, walk: IntervalNarrowing, sums: np.ndarray, side: int, j: int,
                point: int, rows: slice) -> np.ndarray:
-    """What EdgeWalk.rejected decides from each entry: the table when clear, else exactly."""
+    """What IntervalNarrowing.rejected decides from each entry: the table when clear, else
+    exactly."""
     out = np.where(table >= walk.clear_reject, 1, np.where(table < walk.clear_accept, 0, -1))
     for r, p in zip(*np.nonzero(out == -1), strict=True):
         m = (point - p if side == 0 else point + p) / walk.grid_size
@@ -70,7 +71,7 @@ def test_tables_decide_every_point_as_the_exact_mixture(ce: ModuleType) -> None:
         point = grid - 1 if side == 0 else 1
         member = _Member(0, grid, rows)
         with np.errstate(invalid="ignore", over="ignore"):
-            exact = EdgeWalk(member, sums, sums, grid, 1.0)._mixtures_numpy(side, j, point,
+            exact = IntervalNarrowing(member, sums, sums, grid, 1.0)._mixtures_numpy(side, j, point,
                                                                             width)
             # the threshold on a table value, on a row's largest bound or on that bound less
             # log S, or a margin away from one: the cases where the shortcuts decide
@@ -78,7 +79,7 @@ def test_tables_decide_every_point_as_the_exact_mixture(ce: ModuleType) -> None:
             pick = float(rng.choice([q_top, q_top - np.log(rows.stop - rows.start)]))
             margin = 1e-9 * (1.0 + abs(pick))
             threshold = pick + float(rng.choice([0.0, margin, -margin, 1e-12, 0.3]))
-            walk = EdgeWalk(member, sums, sums, grid, threshold)
+            walk = IntervalNarrowing(member, sums, sums, grid, threshold)
             out = np.empty_like(exact)
             ce.mixtures(sums, j, rows.start, rows.stop, side == 0, point, width, grid,
                         walk.clear_accept, walk.clear_reject, out)
@@ -116,8 +117,8 @@ def test_sequences_move_the_same_with_either_table(ce: ModuleType,
         return out
 
     compiled = run()
-    assert bernstein_edges._compiled_mixtures is ce.mixtures
-    monkeypatch.setattr(bernstein_edges, "_compiled_mixtures", None)
+    assert confseq_bernstein_edges._compiled_mixtures is ce.mixtures
+    monkeypatch.setattr(confseq_bernstein_edges, "_compiled_mixtures", None)
     assert run() == compiled
 
 
@@ -151,9 +152,9 @@ def test_compiled_filter_same_sequences(ce: ModuleType, seed: int,
             s.update(h, f, b)
         return json.dumps(s.to_state())
 
-    assert bernstein_edges._compiled_filter is not None
+    assert confseq_bernstein_edges._compiled_filter is not None
     compiled = run()
-    monkeypatch.setattr(bernstein_edges, "_compiled_filter", None)
+    monkeypatch.setattr(confseq_bernstein_edges, "_compiled_filter", None)
     assert run() == compiled
 
 

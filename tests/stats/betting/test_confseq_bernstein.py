@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.betting.bernstein import fan_slope, quadratic_bound
 from monitor.stats.betting.bets import BetConfig, wsr_scale
 from monitor.stats.betting.confseq import HedgedConfidenceSequence
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+from monitor.stats.betting.quadratic_wealth import fan_slope, quadratic_bound
 from tests.stats.betting.test_confseq_coverage import RHOS, Paths, make_paths
 from tests.stats.binomial import clopper_pearson_lower
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos, restore_test
+from monitor.stats.betting.autoeval import method_rhos, one_sided_test, restore_test
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import PlugInEProcess, bet_grid, plugin_rho
 from monitor.stats.betting.risk import RiskMonitor
@@ -117,7 +117,7 @@ def test_batch_equals_online_and_state_round_trips(side: Side) -> None:
     for m in METHODS:
         rh = method_rhos(m).tolist()  # type: ignore[arg-type]
         batch = PlugInBatch(alpha, side, rh, BetConfig(), reps)
-        tests = [AutoEvalTest(alpha, 0.05, side, rh, BetConfig()) for _ in range(reps)]
+        tests = [one_sided_test(alpha, 0.05, side, rh, BetConfig()) for _ in range(reps)]
         for i, (h, f, b) in enumerate(data):
             batch.advance(h, np.where(np.isnan(b), 0.0, b - f))
             for j, t in enumerate(tests):
@@ -240,14 +240,14 @@ def test_rejects_bad_config_and_state() -> None:
     with pytest.raises(ValueError):
         PlugInEProcess(0.1, 0.1, "certify", [1.5], BetConfig())
     with pytest.raises(ValueError):
-        AutoEvalTest(0.1, 0.1, "certify", [0.0], BetConfig(), initial_weights=None,
+        one_sided_test(0.1, 0.1, "certify", [0.0], BetConfig(), initial_weights=None,
                      e_process=object())  # type: ignore[arg-type]
     st = PlugInEProcess(0.1, 0.1, "certify", [0.0], BetConfig()).to_state()
     st["cells"] = [1.0]
     with pytest.raises(ValueError, match="cells"):
         PlugInEProcess.from_state(st)
     with pytest.raises(ValueError, match=r"losses|human"):
-        AutoEvalTest(0.1, 0.1, "certify", [0.0], BetConfig()).update(1.5, 0.0, None)
+        one_sided_test(0.1, 0.1, "certify", [0.0], BetConfig()).update(1.5, 0.0, None)
 
 
 # ---------------------------------------------------------------- validity at the null boundary

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
+from monitor.stats.betting.autoeval import method_rhos, one_sided_test
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.risk import RiskMonitor
 
@@ -30,8 +30,8 @@ def test_matches_two_autoeval_tests(method: str, rule: str) -> None:
     bet = BetConfig(rule=rule, up_grid=8)  # type: ignore[arg-type]
     m = RiskMonitor(0.15, 0.1, method, bet, n_rhos=6, cs_grid=None, threshold_delta=0.05)
     rh = method_rhos(method, 6)  # type: ignore[arg-type]
-    c = AutoEvalTest(0.15, 0.05, "certify", rh, bet)
-    v = AutoEvalTest(0.15, 0.05, "violate", rh, bet)
+    c = one_sided_test(0.15, 0.05, "certify", rh, bet)
+    v = one_sided_test(0.15, 0.05, "violate", rh, bet)
     for h, f, b in _stream(0, 300, 0.1):
         m.update(h, f, b)
         c.update(h, f, b)

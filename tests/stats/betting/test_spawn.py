@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest, PlugInTest
+from monitor.stats.betting.autoeval import PlugInTest, one_sided_test
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.risk import RiskMonitor, make_interval
@@ -69,7 +69,7 @@ def test_spawned_groups_equal_built_ones_and_share_no_state(
 
 def test_spawn_sets_every_slot() -> None:
     """The explicit copies in ``spawn`` name every slot (a new slot must be added there)."""
-    proto = AutoEvalTest(0.2, 0.1, "violate", [0.0, 0.5, 1.0], BetConfig())
+    proto = one_sided_test(0.2, 0.1, "violate", [0.0, 0.5, 1.0], BetConfig())
     child = proto.spawn()
     for obj, cls in ((child, PlugInTest), (child._pl, PlugInEProcess)):
         slots = [k for c in cls.__mro__ for k in getattr(c, "__slots__", ())]
@@ -88,7 +88,7 @@ def test_respawn_equals_from_parts(rule: str, method: str) -> None:
     rhos = proto.rhos.tolist()
     for cs, sides in itertools.product((None, make_interval("bernstein", 0.1, rhos, bet, 50)),
                                        (("certify", "violate"), ("certify", "certify"))):
-        cert, viol = (AutoEvalTest(0.2, 0.1, side, rhos, bet) for side in sides)
+        cert, viol = (one_sided_test(0.2, 0.1, side, rhos, bet) for side in sides)
         new = proto.respawn(cert, viol, cs)
         ref = RiskMonitor.from_parts(config, cert, viol, cs)
         assert type(new) is type(ref) and vars(new).keys() == vars(ref).keys()

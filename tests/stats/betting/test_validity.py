@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from monitor.stats.betting.autoeval import AutoEvalTest, method_rhos
+from monitor.stats.betting.autoeval import method_rhos, one_sided_test
 from monitor.stats.betting.bets import BetConfig, bet_cap, up_grid, wsr_scale
 from tests.stats.binomial import clopper_pearson_lower
 
@@ -154,7 +154,8 @@ def test_simulator_matches_real_classes(rule: str) -> None:
     for side in SIDES:
         for method, col in (("r_eval", 0), ("r_autoeval", -1), ("r_autoeval_plus", None)):
             for rep in range(reps):
-                t = AutoEvalTest(alpha, delta, side, method_rhos(method), bet)  # type: ignore[arg-type]
+                t = one_sided_test(alpha,
+                                   delta, side, method_rhos(method), bet)  # type: ignore[arg-type]
                 for i, (h, f, b) in enumerate(data):
                     bm = None if np.isnan(b[rep]) else float(b[rep])
                     t.update(float(h[rep]), float(f[rep]), bm)

@@ -6,14 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.cereval.bernstein import (
+from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean, traffic_weighted_mean
+from monitor.stats.cereval.stitched_radii import (
     MIN_LOG_FACTOR,
     SequentialMean,
     bernstein_radius,
     hoeffding_radius,
     stitched_log_term,
 )
-from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean, traffic_weighted_mean
 
 
 def test_hoeffding_radius_formula() -> None:

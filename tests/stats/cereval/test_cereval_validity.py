@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from monitor.stats.cereval.bernstein import MIN_LOG_FACTOR, bernstein_radius, hoeffding_radius
 from monitor.stats.cereval.certified_mean import StratifiedCertifiedMean
+from monitor.stats.cereval.stitched_radii import MIN_LOG_FACTOR, bernstein_radius, hoeffding_radius
 from monitor.stats.stratppi.allocation import audit_rates
 
 try:  # colleague's helper (tests/stats/binomial.py); fall back to a local one

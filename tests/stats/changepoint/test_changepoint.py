@@ -235,7 +235,7 @@ def test_delay_does_not_grow_with_healthy_period():
 
 
 def _labels_reference(hum, nu):
-    """Labels-only e-CUSUM mixture at ARL 4e5: the issue's reference (median ~290)."""
+    """Labels-only e-CUSUM mixture at ARL 4e5: the reference (median ~290)."""
     return delays(run_batch(hum, ALPHA, kind="cusum", arl=4e5)["alarm_round"], nu)
 
 

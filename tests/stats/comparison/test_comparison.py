@@ -1,4 +1,4 @@
-"""Comparisons of issue 28: agreement with the batch twin, state round trips, verdict/bound
+"""Comparisons: agreement with the batch twin, state round trips, verdict/bound
 agreement, the unpaired pairing, multiplicity, the change detector and bad input."""
 
 from __future__ import annotations

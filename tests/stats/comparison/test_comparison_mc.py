@@ -1,4 +1,4 @@
-"""Monte Carlo checks of issue 28's targets: false verdicts at the boundary (paired and
+"""Monte Carlo checks of the comparisons' targets: false verdicts at the boundary (paired and
 unpaired, judge biased toward the candidate), power in shadow traffic, the bound's coverage.
 
 The e-processes run vectorized with :class:`~monitor.stats.comparison.DifferenceBatch` (the
@@ -76,7 +76,7 @@ def test_false_verdicts_at_the_boundary(case: str) -> None:
 
 @pytest.mark.statistical
 def test_power_inferior_candidate() -> None:
-    # issue 28: shadow traffic, judge agreement 0.9, 3 unaudited per audited, margin 0.02:
+    # target: shadow traffic, judge agreement 0.9, 3 unaudited per audited, margin 0.02:
     # 0.12 vs 0.05 is `inferior` in >= 90% of runs within 2000 audited examples
     reps = 400
     r = paired_rounds(np.random.default_rng(7), reps, 2000, 0.12, 0.05)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from consumers.cli import main
-from consumers.selection.cli import demo_config, run_embedded, synthetic_worker
+from consumers.evaluation_worker.cli import demo_config, run_embedded, synthetic_worker
 from monitor.config import load_config
-from monitor.selection import KICKOFF_EXAMPLE_ID, synthetic_benchmark
+from monitor.selection_settings import KICKOFF_EXAMPLE_ID, synthetic_benchmark
 
 
 def _lines(path: Path) -> list[dict[str, object]]:

@@ -1,11 +1,11 @@
 """One Bernstein confidence sequence's bet block in a few numpy calls.
 
 The single-sequence path of :class:`monitor.stats.betting.confseq_bernstein.BernsteinSequences`:
-:class:`BlockKernel` computes what :func:`~monitor.stats.betting.confseq_bernstein.block_sums`
-computes for one sequence (the WSR bets and sums of a block's rounds, then each side's capped
-bets and quadratic sums after every round), with the constants of the configuration computed
-once and both sides in one array, so a block costs a few dozen small numpy calls instead of
-about a hundred.
+:class:`SingleSequenceBlockSums` computes what
+:func:`~monitor.stats.betting.confseq_bernstein.block_sums` computes for one sequence (the WSR bets
+and sums of a block's rounds, then each side's capped bets and quadratic sums after every round),
+with the constants of the configuration computed once and both sides in one array, so a block costs
+a few dozen small numpy calls instead of about a hundred.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.betting.bernstein import N_SUMS, fan_slope
+from monitor.stats.betting.quadratic_wealth import N_SUMS, fan_slope
 
-__all__ = ["BlockKernel"]
+__all__ = ["SingleSequenceBlockSums"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - depends on the install
     _compiled = None
 
 
-class BlockKernel:
+class SingleSequenceBlockSums:
     """The bet-block computation of one configuration's sequences (shareable).
 
     Its arrays are read-only constants; its one mutable part is a one-entry cache of the
@@ -62,7 +62,7 @@ class BlockKernel:
     >>> from monitor.stats.betting.confseq_bernstein import BernsteinSequences, block_sums
     >>> s = BernsteinSequences(0.1, [0.0, 1.0], BetConfig(), 100, [[0], [0, 1]])
     >>> qs = np.array([[0.0, 0.1, 0.1], [1.0, 0.9, 0.9]])
-    >>> kern = BlockKernel(np.array([0.0, 0.0, 1.0]), [0, 1, 1], [0.5] * 3,
+    >>> kern = SingleSequenceBlockSums(np.array([0.0, 0.0, 1.0]), [0, 1, 1], [0.5] * 3,
     ...                    [0.25, 0.25, 2.25], 0.5, -math.log(0.05), None, 100, 32)
     >>> cum, tot, dev = kern.run(qs, 0, [0.0] * 3, [0.0] * 3, np.zeros((2, 5, 3)),
     ...                          [(0, 100), (0, 100)])

@@ -4,9 +4,9 @@
 default, see :func:`synthetic_worker`); :func:`run_embedded` runs an engine and a worker in one
 process, and :func:`run_kafka_worker` answers the Kafka requests topic onto the events topic.
 :func:`demo_config` is the built-in selection configuration. The ``certmon`` subcommands using
-them are in :mod:`consumers.selection.cli`.
+them are in :mod:`consumers.evaluation_worker.cli`.
 
-Answers are judge events with ``loss = 1 - score`` (see :mod:`monitor.selection`).
+Answers are judge events with ``loss = 1 - score`` (see :mod:`monitor.selection_settings`).
 
 Examples
 --------
@@ -32,7 +32,7 @@ import numpy as np
 from monitor.config import CertmonConfig, parse_config
 from monitor.engine import Engine
 from monitor.errors import ConfigError
-from monitor.selection import (
+from monitor.selection_settings import (
     KICKOFF_EXAMPLE_ID,
     SelectionSettings,
     load_matrix,
@@ -91,7 +91,7 @@ class EvaluationWorker:
         return list(self._suites)
 
     def kickoff(self, suite: str, ts: float) -> bytes:
-        """Return the kickoff event starting ``suite`` (see :mod:`monitor.state.selection`)."""
+        """Return the kickoff event of ``suite`` (see :mod:`monitor.state.selection_suites`)."""
         mi = self._suites[suite][0]
         return json.dumps({"type": "judge", "event_id": f"kickoff/{suite}/{ts!r}",
                            "suite": suite, "model": next(iter(mi)),

@@ -1,4 +1,4 @@
-"""The command line of issue 26 finding 7 and issue 25 finding 4: ``inspect`` shows epochs,
+"""What an operator reads on the command line: ``inspect`` shows epochs,
 their history and labels in flight, names suite/model/certificate, and combines the
 checkpoints of every partition; help with descriptions and defaults; progress lines when
 stderr is not a terminal; config errors naming the key, the allowed values and a likely fix."""

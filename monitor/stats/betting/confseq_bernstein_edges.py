@@ -2,8 +2,8 @@
 
 Used by :class:`monitor.stats.betting.confseq_bernstein.BernsteinSequences` once a block's sums
 are known (:func:`~monitor.stats.betting.confseq_bernstein.block_sums`) and a member's edge
-point is rejected at some round: :class:`EdgeWalk` applies that member's remaining rounds. Its
-tables come from the compiled ``cedges.c`` when it was built (the same decisions).
+point is rejected at some round: :class:`IntervalNarrowing` applies that member's remaining rounds.
+Its tables come from the compiled ``cedges.c`` when it was built (the same decisions).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from monitor.stats.betting.bernstein import mixture_rejects
 from monitor.stats.betting.grid_wealth import edge_limit
+from monitor.stats.betting.quadratic_wealth import mixture_rejects
 
-__all__ = ["EdgeWalk", "Edges", "next_rejections"]
+__all__ = ["Edges", "IntervalNarrowing", "next_rejections"]
 
 _compiled_mixtures: Callable[..., None] | None
 _compiled_filter: Callable[..., None] | None
@@ -36,7 +36,7 @@ SKIP_AFTER = 4  # single steps of a bound move before the rest is skipped on the
 
 
 class Edges(Protocol):
-    """A member's interval on the grid: what :class:`EdgeWalk` reads and moves."""
+    """A member's interval on the grid: what :class:`IntervalNarrowing` reads and moves."""
 
     lo_edge: int
     hi_edge: int
@@ -47,7 +47,7 @@ class Edges(Protocol):
         """The member's rows in the sums."""
 
 
-class EdgeWalk:
+class IntervalNarrowing:
     """One member's bound moves through a block, round by round, from tables of its mixtures.
 
     Parameters
@@ -66,7 +66,7 @@ class EdgeWalk:
     >>> from types import SimpleNamespace
     >>> m = SimpleNamespace(lo_edge=0, hi_edge=10, is_valid=True, rows=slice(0, 1))
     >>> up = np.zeros((1, 5, 1)); up[0, :, 0] = [40.0, 8.0, 0.0, 0.0, 0.0]   # Q(m) = 40 m - 8
-    >>> EdgeWalk(m, up, np.zeros((1, 5, 1)), 10, 3.0).run(0), m.lo_edge, m.hi_edge
+    >>> IntervalNarrowing(m, up, np.zeros((1, 5, 1)), 10, 3.0).run(0), m.lo_edge, m.hi_edge
     (0, 0, 3)
 
     Notes

@@ -1,4 +1,4 @@
-"""Configuration sections for certificates and strata (split out of :mod:`monitor.config`).
+"""The certificate and strata sections, and the base and field types every section shares.
 
 The models here are re-exported by :mod:`monitor.config`; import them from there.
 

@@ -102,7 +102,7 @@ def check_startup(config: KafkaConfig, started: float, reason: str) -> None:
     >>> check_startup(cfg, time.monotonic() - 6, "refused")
     Traceback (most recent call last):
     ...
-    consumers.kafka.lifecycle.StartupTimeout: cannot reach Kafka at k:9092 within 5 s ([kafka] startup_timeout_seconds): refused
+    consumers.kafka.deadlines.StartupTimeout: cannot reach Kafka at k:9092 within 5 s ([kafka] startup_timeout_seconds): refused
     """  # noqa: E501
     limit = config.startup_timeout_seconds
     if time.monotonic() - started >= limit:

@@ -10,7 +10,8 @@ r"""Best-model selection commands of ``certmon``: select-demo, evaluate-worker, 
 - ``certmon selection-benchmark``: writes a synthetic benchmark (``scores.npy``,
   ``history.npy``, ``truth.json`` and a config snippet).
 
-The worker and the embedded loop are in :mod:`consumers.selection.worker` (re-exported here).
+The worker and the embedded loop are in :mod:`consumers.evaluation_worker.worker` (re-exported
+here).
 
 Examples
 --------
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from consumers.selection.worker import (
+from consumers.evaluation_worker.worker import (
     EvaluationWorker,
     SelectionRun,
     demo_config,
@@ -45,7 +46,7 @@ from consumers.selection.worker import (
 )
 from monitor.config import load_config
 from monitor.errors import CertmonError, ConfigError
-from monitor.selection import synthetic_benchmark
+from monitor.selection_settings import synthetic_benchmark
 
 __all__ = ["EvaluationWorker", "SelectionRun", "demo_config", "register", "run_embedded",
            "run_kafka_worker", "synthetic_worker"]

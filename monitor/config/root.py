@@ -1,7 +1,7 @@
-r"""Configuration sections: one TOML file validated by pydantic.
+r"""The root of the configuration: the whole TOML file (suites, sinks), validated by pydantic.
 
 :mod:`monitor.config.loading` reads it, with ``--set key=value`` overrides.
-The minimal file of the engine issue is accepted as is; every other key has a default.
+The minimal file of the example below is accepted as is; every other key has a default.
 Unknown keys are errors (a typo must not silently fall back to a default).
 
 Examples
@@ -40,7 +40,7 @@ from pydantic import (
 
 from monitor.config.comparisons import ComparisonConfig
 from monitor.config.kafka import KafkaConfig
-from monitor.selection import SelectionSettings
+from monitor.selection_settings import SelectionSettings
 from monitor.stats.changepoint.detector import DEFAULT_P
 from monitor.stats.changepoint.drift import DEFAULT_DRIFT_HORIZON, DEFAULT_DRIFT_WARMUP
 
@@ -57,21 +57,21 @@ __all__ = [
 ]
 
 # the process-level sections live in monitor.config.runtime (re-exported here and by the package)
+from monitor.config.certificates import (
+    CertificateConfig,
+    StrataConfig,
+)
+from monitor.config.certificates import Name as _Name
+from monitor.config.certificates import PosFloat as _PosFloat
+from monitor.config.certificates import PosInt as _PosInt
+from monitor.config.certificates import Section as _Section
+from monitor.config.certificates import drop_unset_optional as _drop_unset_optional
 from monitor.config.runtime import (
     CheckpointConfig,
     EventsConfig,
     MetricsConfig,
     SourceConfig,
 )
-from monitor.config.sections import (
-    CertificateConfig,
-    StrataConfig,
-)
-from monitor.config.sections import Name as _Name
-from monitor.config.sections import PosFloat as _PosFloat
-from monitor.config.sections import PosInt as _PosInt
-from monitor.config.sections import Section as _Section
-from monitor.config.sections import drop_unset_optional as _drop_unset_optional
 
 
 class SuiteConfig(_Section):
@@ -88,7 +88,7 @@ class SuiteConfig(_Section):
     ``fixed_sequence`` and ``e_bh`` are applied when reading the state (see
     :mod:`monitor.state.family`).
 
-    Precision and strata (optional; absent means the behaviour of the engine issue):
+    Precision and strata (optional; absent: no precision interval, unstratified audits):
     ``precision = epsilon`` on one certificate adds a Cer-Eval certified interval for each
     model's risk (at that certificate's level after multiplicity) and a ``precision_reached``
     alert when its half-width first drops to epsilon or below; a ``[suites.strata]`` table
@@ -231,7 +231,8 @@ class SuiteConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.mode == "selection" or self.selection is not None:  # see monitor/selection.py
+        # see monitor/selection_settings.py
+        if self.mode == "selection" or self.selection is not None:
             if self.mode != "selection" or self.selection is None:
                 raise ValueError('selection needs mode = "selection" and [suites.selection]')
             if self.certificates or self.strata is not None:

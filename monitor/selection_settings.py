@@ -2,7 +2,7 @@ r"""Selection-mode suites: the ``[suites.selection]`` section, its benchmark, a 
 
 A suite with ``mode = "selection"`` holds a fixed benchmark (candidate models x example ids)
 and runs PULSE best-model identification over it (:mod:`monitor.stats.pulse.bandit`): certmon emits
-evaluation requests and consumes the resulting scores (see :mod:`monitor.state.selection`).
+evaluation requests and consumes the resulting scores (see :mod:`monitor.state.selection_suites`).
 This module is the configuration boundary (pydantic, file loading) plus a synthetic low-rank
 benchmark used by the evaluation worker, the demo and the tests.
 

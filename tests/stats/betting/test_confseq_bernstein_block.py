@@ -1,14 +1,14 @@
-"""BlockKernel (one sequence's bet block) is bit-identical to block_sums."""
+"""SingleSequenceBlockSums (one sequence's bet block) is bit-identical to block_sums."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from monitor.stats.betting import bernstein_block
-from monitor.stats.betting.bernstein_block import BlockKernel
+from monitor.stats.betting import confseq_bernstein_block
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences, block_sums
+from monitor.stats.betting.confseq_bernstein_block import SingleSequenceBlockSums
 from tests.ckernels import load
 
 
@@ -45,7 +45,7 @@ def test_kernel_matches_block_sums(seed: int) -> None:
 def test_compiled_block_matches_numpy(seed: int) -> None:
     """cedges.block_prep / block_terms give run_py's bits (series and closed-form slopes)."""
     load("monitor.stats.betting.cedges")
-    assert bernstein_block._compiled is not None
+    assert confseq_bernstein_block._compiled is not None
     rng = np.random.default_rng(100 + seed)
     n_rows = int(rng.integers(1, 25))
     rho = np.sort(rng.random(n_rows))
@@ -53,7 +53,8 @@ def test_compiled_block_matches_numpy(seed: int) -> None:
     row_member = sorted(int(v) for v in rng.integers(0, members, n_rows))
     horizon = None if seed % 4 else int(rng.integers(5, 5000))
     grid = int(rng.choice([10, 100, 1000]))
-    kern = BlockKernel(rho, row_member, [0.5] * n_rows, (0.25 * (1 + 2 * rho) ** 2).tolist(),
+    kern = SingleSequenceBlockSums(rho, row_member, [0.5] * n_rows,
+                                   (0.25 * (1 + 2 * rho) ** 2).tolist(),
                        float(rng.uniform(0.3, 0.9)), float(rng.uniform(1.0, 8.0)), horizon,
                        grid, 32)
     edges = []

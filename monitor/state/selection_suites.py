@@ -1,6 +1,6 @@
 r"""State of selection-mode suites: PULSE over a benchmark, driven by events.
 
-A suite with ``mode = "selection"`` (see :mod:`monitor.selection`) holds one
+A suite with ``mode = "selection"`` (see :mod:`monitor.selection_settings`) holds one
 :class:`~monitor.stats.pulse.bandit.SelectionBandit`. certmon asks the outside world to evaluate
 models on batches of examples and reads the answers back as ordinary events:
 
@@ -15,7 +15,7 @@ models on batches of examples and reads the answers back as ordinary events:
   ``unknown_model``, ``unknown_example``) or dropped as a ``unit`` duplicate, never used.
 - **start**: when the suite is started by :meth:`SelectionSuites.start` (the configured,
   non-glob suites) or first seen in an event, its first requests are planned. An event whose
-  ``example_id`` is :data:`~monitor.selection.KICKOFF_EXAMPLE_ID` only starts the suite (a
+  ``example_id`` is :data:`~monitor.selection_settings.KICKOFF_EXAMPLE_ID` only starts the suite (a
   worker sends one to start the loop over a transport where certmon cannot call ``start``).
   ``start`` on a started suite re-emits the requests still in flight (same ids).
 - **certificate**: when the bandit certifies a best model, a ``best_model`` alert (certificate
@@ -24,7 +24,7 @@ models on batches of examples and reads the answers back as ordinary events:
 
 Examples
 --------
->>> from monitor.selection import SelectionSettings, synthetic_benchmark
+>>> from monitor.selection_settings import SelectionSettings, synthetic_benchmark
 >>> from monitor.events import decode_event
 >>> st = SelectionState("b", SelectionSettings(models=["x", "y"], examples=6, method="ucbe",
 ...                                            batch_size=3, max_outstanding=2))
@@ -61,7 +61,7 @@ import numpy as np
 from monitor.alerts import Alert, make_alert
 from monitor.checkpoint import canonical_json
 from monitor.events import Event
-from monitor.selection import KICKOFF_EXAMPLE_ID, SelectionSettings
+from monitor.selection_settings import KICKOFF_EXAMPLE_ID, SelectionSettings
 from monitor.state.model import finite_or_none
 from monitor.stats.pulse.bandit import SelectionBandit
 from monitor.stats.pulse.lowrank import fit_logistic_factors
