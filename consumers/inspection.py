@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from monitor.checkpoint import (
     verify_checkpoint,
 )
 from monitor.config import CertmonConfig
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import CertmonError, CheckpointError
 from monitor.incremental import MANIFEST_VERSION, PART_FORMAT, load_checkpoint
 from monitor.state.model import ModelState
@@ -316,6 +318,25 @@ def view_from_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {"suites": suites, "counters": snapshot.get("counters", {})}
 
 
+def fleet_keys(stored: Iterable[str], kafka: KafkaConfig) -> list[str]:
+    """Return the checkpoint keys of the partitions the engines read now.
+
+    ``[kafka] repartition`` decides the topic the engines read (and so their checkpoint
+    keys): the keys of another topic are a previous configuration's state, not the fleet's;
+    the parts and chunks of a checkpoint are read through its manifest.
+
+    Examples
+    --------
+    >>> from monitor.config.kafka import KafkaConfig
+    >>> fleet_keys(["certmon.eval-events.v1/0", "certmon.eval-events-by-suite.v1/0",
+    ...             "certmon.eval-events-by-suite.v1/0#part#ab#0"], KafkaConfig())
+    ['certmon.eval-events-by-suite.v1/0']
+    """
+    prefix = f"{kafka.engine_topics()[0]}/"
+    return [k for k in stored
+            if k.startswith(prefix) and "#part#" not in k and "#chunk#" not in k]
+
+
 def kafka_lines(config: CertmonConfig) -> list[str]:
     """Summarize every partition's checkpoint on ``config``'s Kafka checkpoint topic, combined.
 
@@ -339,8 +360,7 @@ def kafka_lines(config: CertmonConfig) -> list[str]:
         raise CertmonError(f"inspect --kafka: cannot reach {where}: {exc}") from None
     try:
         stored = raw.keys()
-        keys = [k for k in stored if "#part#" not in k and "#chunk#" not in k]
-        return fleet_lines(secured_store(raw, os.environ), keys, where)
+        return fleet_lines(secured_store(raw, os.environ), fleet_keys(stored, kafka), where)
     except KafkaError as exc:
         raise CertmonError(f"inspect --kafka: cannot read {where}: {exc}") from None
     finally:

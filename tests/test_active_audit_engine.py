@@ -230,3 +230,17 @@ def test_active_restore_after_a_regression_continues_identically() -> None:
     a3, r3 = run(restored, lines[9500:])
     assert a2 + a3 == a1 and r2 + r3 == r1
     assert restored.state_view() == whole.state_view()
+
+
+def test_claim_evidence_counts_every_audited_unit_and_the_crossing_label() -> None:
+    # (found by review) the evidence counted only the uniform-share units as audited, and a
+    # claim made by a label's arrival stated the labels before that label
+    eng = Engine(parse_config(CONFIG.format(policy="active")))
+    alerts, requests = run(eng, stream(4000, seed=5))
+    ev = alerts[0]["evidence"]
+    asked = sum(1 for r in requests if r["ts"] <= alerts[0]["ts"])
+    assert ev["audited_units"] == asked
+    assert ev["labels"] + ev["labels_pending"] + ev["labels_missing"] == ev["audited_units"]
+    risk = eng.state_view()["suites"]["qa"]["models"]["m"]["certificates"]["risk"]
+    primary = risk["methods"]["r_autoeval_plus"]
+    assert primary["certified_at_round"] == ev["labels"] == alerts[0]["round"]

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from consumers.kafka.partitions import PartitionWorker, write_checkpoints
-from consumers.kafka.sinks import ProduceError
+from consumers.kafka.sinks import FLUSH_TIMEOUT_S, KafkaOutputs, ProduceError
 from monitor.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from monitor.sinks import Sink
 
 log = logging.getLogger("certmon.kafka")
+
+# how long the outputs' flush may wait in the checkpoint before a loop failure: in an outage a
+# pending output cannot be delivered, and waiting FLUSH_TIMEOUT_S would only delay the failure
+SAVE_BEFORE_DROP_FLUSH_S = 2.0
 
 __all__ = ["CheckpointStep"]
 
@@ -56,6 +60,7 @@ class CheckpointStep:
     _consumer: KafkaConsumer | None
     _workers: dict[int, PartitionWorker]
     _sinks: dict[str, Sink]
+    _outputs: KafkaOutputs | None
     _lock: threading.RLock
     _budget: ShutdownBudget
     _ready: bool
@@ -142,6 +147,10 @@ class CheckpointStep:
         consumer = self._consumer
         if consumer is None or self._mid_batch or self.kafka.checkpoint_store != "local":
             return
+        outputs = self._outputs
+        stopping = self._budget.deadline is not None
+        if outputs is not None:  # an undeliverable output fails the save fast, not in 15 s
+            outputs.bound(SAVE_BEFORE_DROP_FLUSH_S, self._budget.left if stopping else None)
         try:
             self._maybe_checkpoint(consumer, force=True, commit=False)
         except Exception as exc:  # the loop failed already; the previous checkpoint stands
@@ -149,3 +158,10 @@ class CheckpointStep:
         else:
             if not self._ckpt_failed:
                 log.info("checkpoint written before reconnecting")
+        finally:
+            if outputs is not None:  # back to the usual bound, or the stop's share of it if a
+                # stop began meanwhile (begin_shutdown bounded them while this save ran)
+                stopping = self._budget.deadline is not None
+                budget = self.kafka.shutdown_timeout_seconds / 3
+                outputs.bound(budget if stopping else FLUSH_TIMEOUT_S,
+                              self._budget.left if stopping else None)

@@ -180,7 +180,13 @@ class Repartitioner:
                                           partition=suite_partition(key, n))
                         count += len(recs)
                         offsets[tp] = OffsetAndMetadata(recs[-1].offset + 1, "", -1)
-                    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                    meta = consumer.group_metadata()
+                    if meta.generation_id is None or meta.generation_id < 0:
+                        # left the group (evicted): the broker does not check a transactional
+                        # commit without a generation, so a zombie's batch is aborted here
+                        raise RuntimeError("repartition stage is not in a group generation; "
+                                           "batch aborted")
+                    producer.send_offsets_to_transaction(offsets, meta)
                     producer.commit_transaction()
                 except BaseException:
                     _abort(producer)

@@ -357,6 +357,7 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
                 failures += 1
                 reason = log_loop_failure(exc, failures, backoff)
                 self._save_before_drop()
+                self._ready = False  # (a checkpoint just written does not make it ready)
                 self._close_consumer(clean=False)
                 self._mid_batch = False  # the engines are dropped: the next ones start clean
                 if connected_once:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -176,6 +177,8 @@ class KafkaTopicSink:
         self._undeliverable_metric = undeliverable
         self.fallback = fallback if fallback is not None else self
         self.flush_timeout = flush_timeout
+        # while stopping: the seconds a flush may take given its own timeout (the budget's left)
+        self.deadline: Callable[[float], float] | None = None
         self._lock = threading.Lock()
         self._failed: list[str] = []
         self._refused: list[dict[str, Any]] = []
@@ -222,7 +225,9 @@ class KafkaTopicSink:
 
         for attempt in range(2):  # a refused record's stand-in is produced, then flushed
             try:
-                self.producer.flush(timeout=self.flush_timeout)
+                wait = (self.flush_timeout if self.deadline is None
+                        else self.deadline(self.flush_timeout))
+                self.producer.flush(timeout=wait)
             except KafkaError as exc:
                 raise ProduceError(f"flush to {self.topic} failed: {exc!r}") from exc
             with self._lock:
@@ -316,10 +321,16 @@ class KafkaOutputs:
             raise SinkError(f"no Kafka sink named {name!r}")
         return sinks[name]
 
-    def bound(self, seconds: float) -> None:
-        """Make every later flush wait at most ``seconds`` (shutdown)."""
+    def bound(self, seconds: float, deadline: Callable[[float], float] | None = None) -> None:
+        """Make every later flush wait at most ``seconds`` (and what ``deadline`` allows).
+
+        ``deadline`` maps a flush's timeout to the seconds it may take (a shutdown budget's
+        ``left``), so the flushes of a stop share one budget instead of each taking
+        ``seconds``.
+        """
         for sink in (self.alerts, self.requests, self.dead_letters):
             sink.flush_timeout = seconds
+            sink.deadline = deadline
 
     def close(self, timeout: float = 10.0) -> None:
         """Flush all sinks, then close the producer (waiting at most ``timeout`` s)."""

@@ -124,7 +124,7 @@ class StopSequence:
         if self._repartitioner is not None:  # its last batch ends while the engines save
             self._repartitioner.request_stop()
         if self._outputs is not None:
-            self._outputs.bound(budget / 3)
+            self._outputs.bound(budget / 3, self._budget.left)
         store = getattr(self._store, "inner", self._store)  # under an AuthenticatedStore
         if store is not None and hasattr(store, "timeout"):
             store.timeout = budget / 3

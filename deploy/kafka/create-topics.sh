@@ -27,6 +27,8 @@ create() {  # name partitions [extra --config args...]
     --topic "$name" --partitions "$partitions" --replication-factor "$REPLICATION" "$@"
 }
 create certmon.eval-events.v1 "$PARTITIONS"
+# [kafka] repartition (on by default): the input regrouped by suite, read by the engines
+create certmon.eval-events-by-suite.v1 "$PARTITIONS"
 create certmon.alerts.v1 1
 create certmon.requests.v1 1
 create certmon.dead-letters.v1 1

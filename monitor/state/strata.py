@@ -377,7 +377,7 @@ class StrataState:
             "estimate": self.estimate if ppi_ok else None,
             "precision_goal": self.spec.precision, "precision_reached_at_labels": self.reached_at,
             "labels": c.n_labels, "missing_labels": sum(self.missing),
-            "waiting_labels": self.order.waiting, "uniform_rate": self.uniform_rate,
+            "waiting_labels": self.order.blocked, "uniform_rate": self.uniform_rate,
             "warmup_units": self.warmup_units,
             "edges": None if self.bins is None else self.bins.edges,
             "ppi": {"estimate": _finite(self.ppi.estimate if ppi_hi is None else

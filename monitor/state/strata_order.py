@@ -83,6 +83,11 @@ class StrataOrder:
         """Audited stratified units whose label is not applied yet (pending or waiting)."""
         return sum(n - a for n, a in zip(self.next, self.applied, strict=True))
 
+    @property
+    def blocked(self) -> int:
+        """Labels that arrived (or went missing) and wait for an earlier position's."""
+        return sum(len(r) for r in self.ready)
+
     # ------------------------------------------------------------------ snapshot
     def to_list(self) -> list[Any]:
         """JSON form ``[[next, applied, [[pos, human, judge], ...]] per stratum]``.

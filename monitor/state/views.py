@@ -136,8 +136,19 @@ def label_fields(m: ModelState) -> dict[str, int]:
         "labels_pending": m.pending_units,
         "labels_missing": m.counts["expired_pending"],
         "labels_waiting": len(m.order.ready),
-        "audited_units": m.order.next_position,
+        "audited_units": audited_units(m),
     }
+
+
+def audited_units(m: ModelState) -> int:
+    """Return how many of the model's units were audited (under active audits: every one).
+
+    Uniform audits: the audit positions given. Active audits: the labels used, pending and
+    missing (the uniform-share units, which also have audit positions, are a part of them).
+    """
+    if m.active is not None:
+        return int(m.active.labels + m.active.pending + m.counts["expired_pending"])
+    return m.order.next_position
 
 
 def detector_evidence(
@@ -295,9 +306,7 @@ def model_view(
                                             False))
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
                          "epoch": m.epochs[c.name].view(), "lost": certificate_lost(m, c)}
-    audited = m.order.next_position
-    if m.active is not None:  # every audited unit (the uniform-share ones are a part)
-        audited = m.active.labels + m.active.pending + m.counts["expired_pending"]
+    audited = audited_units(m)
     return {
         "counts": dict(m.counts),
         "judge_bias": m.judge_bias,

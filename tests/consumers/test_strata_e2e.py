@@ -66,9 +66,12 @@ def labels_to_precision(allocation: str, seed: int, eps: float = 0.06,
                 ev = alert["evidence"]
                 assert ev["half_width"] <= eps and ev["epsilon"] == eps
                 model = eng.suites["demo"].models["m"]
-                # betting rounds applied, plus labelled ones waiting for an earlier position
-                # (rounds are applied in audit order; stratified labels when they arrive)
-                rounds = model.counts["rounds"] + len(model.order.ready)
+                # betting rounds applied, plus labelled ones waiting for an earlier position,
+                # minus the labels waiting for an earlier position of their stratum (rounds are
+                # applied in audit order; stratified labels in their stratum's order)
+                assert model.strata is not None
+                rounds = (model.counts["rounds"] + len(model.order.ready)
+                          - model.strata.order.blocked)
                 return int(alert["round"]), ev["labels_per_stratum"], rounds
     raise AssertionError(f"{allocation}: precision {eps} not reached in {examples} examples")
 

@@ -125,8 +125,10 @@ class ActiveAudit:
     def label(self, ticket: Sequence[Any], human: float) -> None:
         """Use the label of an audited unit, arrived now (in any order)."""
         f, pi, rho, lam = _unpack(ticket)
-        self._settle(ticket, f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
+        # counted first (counts and bins only; the bets refit at the next unit), so a claim
+        # this label makes states the labels used including it, as the alert does
         self._b.learn(np.array([f]), np.array([float(human)]), np.ones(1))
+        self._settle(ticket, f, pi, rho, lam, self._factors(f, pi, rho, lam, human))
         self._check()
 
     def missing(self, ticket: Sequence[Any]) -> None:

@@ -254,9 +254,10 @@ class DriftDetector:
 
         ``x_low <= x_high`` are the smallest and largest values the observation could have
         taken. The up view and the band's lower end see ``x_low``; the down view and the
-        band's upper end see ``x_high``: each at least as far from an alarm (and the band at
-        least as wide) as with the real value, so the false-alarm bound holds whatever made
-        the label go missing.
+        band's upper end see ``x_high`` (with the larger of the two squared deviations in the
+        band's variance term): each at least as far from an alarm, and the band at least as
+        wide, as with the real value under the same predictable bets, so the false-alarm bound
+        holds whatever made the label go missing.
 
         Examples
         --------
@@ -275,27 +276,36 @@ class DriftDetector:
             raise ValueError(f"need x_low <= x_high, got {x_low!r}, {x_high!r}")
         if self._band is None and self._w_hi is None:
             self._w_hi = list(self._w)  # the two ends of the band part from here on
-        self._step(x_low, x_high)
+        self._step(x_low, x_high, missing=True)
 
-    def _step(self, x_low: float, x_high: float) -> None:
+    def _step(self, x_low: float, x_high: float, missing: bool = False) -> None:
         if self._det is not None and self._band is not None:
             m_lo, m_hi = self._band
             self._det.update([x_low - m_hi, m_lo - x_high], [self._lo - m_hi, m_lo - self._hi])
             return
-        self._w = self._warm(self._w, x_low)
+        self._w = self._warm(self._w, x_low, x_high if missing else None)
         if self._w_hi is not None:
-            self._w_hi = self._warm(self._w_hi, x_high)
+            self._w_hi = self._warm(self._w_hi, x_high, x_low if missing else None)
         if int(self._w[0]) == self._warmup:
             self._freeze()
 
-    def _warm(self, w: list[float], x: float) -> list[float]:
-        """One warm-up round of :func:`eb_band`'s running sums."""
+    def _warm(self, w: list[float], x: float, other: float | None = None) -> list[float]:
+        """One warm-up round of :func:`eb_band`'s running sums.
+
+        ``other``: the round's label is missing and its observation lies between ``x`` (this
+        end's worst value) and ``other``; the variance term takes the larger of the two
+        squared deviations, so the round's contribution ``lam y - psi(lam) v`` is at most the
+        real one whatever the value was (it is concave in ``y``: its smallest value on the
+        range is at an end).
+        """
         n, sy, sdev, sl, sly, svp = w
         y = (x - self._lo) / (self._hi - self._lo)
         mu_prev = (0.5 + sy) / (n + 1.0)
         s2_prev = (0.25 + sdev) / (n + 1.0)
         lam = min(CAP, math.sqrt(2.0 * self._log2d / (self._warmup * s2_prev)))
         v = (y - mu_prev) ** 2
+        if other is not None:
+            v = max(v, ((other - self._lo) / (self._hi - self._lo) - mu_prev) ** 2)
         n += 1.0
         sy += y
         mu = (0.5 + sy) / (n + 1.0)
