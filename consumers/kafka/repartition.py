@@ -93,6 +93,9 @@ class Repartitioner:
         self.config = config
         self.forwarded = 0  # records committed to the repartition topic by this process
         self.failures = 0
+        # False from a failure until the restarted stage holds its partitions again: the
+        # engines read nothing new meanwhile (readiness follows it)
+        self.healthy = True
         self._stop = threading.Event()
         self._started = threading.Event()  # the first session has joined its group
         self._thread: threading.Thread | None = None
@@ -129,6 +132,7 @@ class Repartitioner:
                 backoff = 0.5
             except Exception as exc:  # log, back off, start again from committed offsets
                 self.failures += 1
+                self.healthy = False
                 log.warning("repartition stage failed; restarting",
                             extra={"error": repr(exc)[:300], "retry_in_s": backoff})
                 self._stop.wait(backoff)
@@ -166,6 +170,7 @@ class Repartitioner:
                 batches = consumer.poll(timeout_ms=k.poll_timeout_ms)
                 if consumer.assignment():
                     self._started.set()
+                    self.healthy = True
                 if not batches:
                     continue
                 producer = txn.producer_for(consumer.assignment())

@@ -148,9 +148,13 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
 
         A suite read from a second partition makes it False for ``SuiteFence.UNREADY_S``
         after its last record there; a failed broker check (:mod:`consumers.kafka.health`)
-        until a check succeeds.
+        until a check succeeds; a failed repartition stage until it holds its partitions again
+        (the engines get no new records meanwhile: a missing repartition topic, missing
+        rights).
         """
-        return self._ready and self._broker.reachable and not self._fence.recent()
+        stage = self._repartitioner
+        return (self._ready and self._broker.reachable and not self._fence.recent()
+                and (stage is None or stage.healthy))
 
     def state_view(self, shown_only: bool = False) -> dict[str, Any]:
         """Return the merged ``state_view(shown_only)`` of the engines this process owns now.
