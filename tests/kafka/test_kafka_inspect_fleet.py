@@ -44,8 +44,11 @@ def test_inspect_kafka_combines_every_partition(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfgs = []
-    for i, suite in enumerate(("s0", "s1")):  # two partitions' engines, one suite each
-        cfg = tmp_path / f"{suite}.toml"
+    engine_topic = ""
+    # two partitions' engines, one suite each, and a stale checkpoint of s0 under the input
+    # topic (the direct path's key, from before [kafka] repartition): not the fleet's state
+    for i, suite in enumerate(("s0", "s1", "s0")):
+        cfg = tmp_path / f"{suite}-{i}.toml"
         cfg.write_text(CONFIG.format(suite=suite, bs=kafka_bootstrap, p=topic_prefix))
         ev = tmp_path / f"{suite}.jsonl"
         assert main(["simulate", "--out", str(ev), "--examples", "300", "--suite", suite,
@@ -54,8 +57,10 @@ def test_inspect_kafka_combines_every_partition(
         if i == 0:
             ensure_topics(config.kafka)
         store = KafkaTopicStore(config.kafka)
+        engine_topic = config.kafka.engine_topics()[0]
+        key = f"{engine_topic}/{i}" if i < 2 else f"{topic_prefix}.events/0"
         runner = Runner(config, Outputs(*(open_sink("none") for _ in range(3))), store=store,
-                        key=f"{topic_prefix}.events/{i}")
+                        key=key)
         source = FileSource(str(ev))
         try:
             runner.run(source)
@@ -69,6 +74,7 @@ def test_inspect_kafka_combines_every_partition(
     assert f"checkpoints in topic {topic_prefix}.checkpoints" in out
     assert ": 2 partitions" in out
     for i in range(2):
-        assert f"{topic_prefix}.events/{i}: 1 suites" in out
+        assert f"{engine_topic}/{i}: 1 suites" in out
+    assert f"{topic_prefix}.events/0" not in out and "two checkpoints" not in out
     assert "s0/a " in out and "s1/a " in out
     assert "s0/a/risk: epoch 1" in out and "s1/a/risk: epoch 1" in out
