@@ -50,26 +50,16 @@ def wsr_round(side: Side, q: list[float], bets: list[float], logw: list[float],
     msums = []
     vsums = []
     new_bets = []
-    if side == "certify":
-        for x, lam, lw, ms, vs, cap in zip(q, bets, logw, msum, vsum, caps, strict=True):
-            new_logw.append(lw + log1p(lam * (alpha - x)))
-            ms += x
-            msums.append(ms)
-            e = x - ms * inv
-            vs += e * e
-            vsums.append(vs)
-            b = sqrt(k / vs)
-            new_bets.append(b if b < cap else cap)
-    else:
-        for x, lam, lw, ms, vs, cap in zip(q, bets, logw, msum, vsum, caps, strict=True):
-            new_logw.append(lw + log1p(lam * (x - alpha)))
-            ms += x
-            msums.append(ms)
-            e = x - ms * inv
-            vs += e * e
-            vsums.append(vs)
-            b = sqrt(k / vs)
-            new_bets.append(b if b < cap else cap)
+    certify = side == "certify"
+    for x, lam, lw, ms, vs, cap in zip(q, bets, logw, msum, vsum, caps, strict=True):
+        new_logw.append(lw + log1p(lam * (alpha - x) if certify else lam * (x - alpha)))
+        ms += x
+        msums.append(ms)
+        e = x - ms * inv
+        vs += e * e
+        vsums.append(vs)
+        b = sqrt(k / vs)
+        new_bets.append(b if b < cap else cap)
     return new_logw, msums, vsums, new_bets
 
 
