@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kafka import KafkaConsumer
 
     from consumers.kafka.deadlines import ShutdownBudget
+    from consumers.kafka.fetcher import FetchProcess
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
     from monitor.metrics import OperationalMetrics
@@ -61,6 +62,7 @@ class CheckpointStep:
     _workers: dict[int, PartitionWorker]
     _sinks: dict[str, Sink]
     _outputs: KafkaOutputs | None
+    _fetcher: FetchProcess | None
     _lock: threading.RLock
     _budget: ShutdownBudget
     _ready: bool
@@ -109,7 +111,9 @@ class CheckpointStep:
         if commits and commit:
             try:
                 wait = self._budget.left(self._commit_timeout_s())
-                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                fetcher = self._fetcher  # past trailing markers: lag tools show 0 when done
+                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(
+                                     o if fetcher is None else fetcher.consumed_to(t, p, o), "", -1)
                                  for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})

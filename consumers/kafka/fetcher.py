@@ -15,7 +15,9 @@ Protocol (parent -> child, JSON lines on the child's stdin; secrets never on the
   these partitions from these offsets (null: from the beginning), tagging frames with ``E``.
 
 Child -> parent, binary frames on stdout (see :func:`encode_frame`), one per partition batch:
-the epoch, the topic-partition, its high watermark, the offsets and the values. The parent
+the epoch, the topic-partition, its high watermark, the child's position after the batch (the
+offset it reads next: past transaction markers, aborted and expired records too), the offsets
+and the values. The parent
 drops frames of an older epoch (records fetched before a rebalance or a rewind). The child
 exits when its stdin closes (the parent ended, even by ``kill -9``) or a write fails, and
 only then: it ignores SIGTERM and SIGINT, so a signal sent to the whole process group
@@ -28,9 +30,9 @@ truth; a dead child is an error of the poll loop, which reconnects with backoff.
 
 Examples
 --------
->>> frame = encode_frame(3, "t", 1, 42, [(7, b"a"), (8, None)])
+>>> frame = encode_frame(3, "t", 1, 42, [(7, b"a"), (8, None)], position=10)
 >>> decode_frames(bytearray(frame + frame[:9]))  # a complete frame, then part of one
-([(3, 't', 1, 42, [7, 8], [b'a', None])], 52)
+([(3, 't', 1, 42, 10, [7, 8], [b'a', None])], 60)
 """
 
 from __future__ import annotations
@@ -53,23 +55,27 @@ from monitor.errors import CertmonError
 
 __all__ = ["FetchProcess", "child_command", "decode_frames", "encode_frame", "group_busy"]
 
-_HEADER = struct.Struct("<4sIIHqI")  # magic, epoch, partition, topic length, high watermark, n
-_MAGIC = b"CMF1"
+# magic, epoch, partition, topic length, high watermark, position, n
+_HEADER = struct.Struct("<4sIIHqqI")
+_MAGIC = b"CMF2"
 _F_SETPIPE_SZ = 1031
 
 
 def encode_frame(
     epoch: int, topic: str, partition: int, highwater: int | None,
-    records: Iterable[tuple[int, bytes | None]],
+    records: Iterable[tuple[int, bytes | None]], position: int | None = None,
 ) -> bytes:
-    """Encode one partition batch: header, topic, offsets, value lengths (-1: None), values."""
+    """Encode one partition batch: header, topic, offsets, value lengths (-1: None), values.
+
+    ``highwater`` and ``position`` (the offset the child reads next) are -1 when unknown.
+    """
     recs = list(records)
     name = topic.encode()
     values = [v for _, v in recs]
     n = len(recs)
     return b"".join([
         _HEADER.pack(_MAGIC, epoch, partition, len(name), -1 if highwater is None else highwater,
-                     n),
+                     -1 if position is None else position, n),
         name,
         struct.pack(f"<{n}q", *(o for o, _ in recs)),
         struct.pack(f"<{n}i", *(-1 if v is None else len(v) for v in values)),
@@ -79,7 +85,7 @@ def encode_frame(
 
 def decode_frames(
     buf: bytearray,
-) -> tuple[list[tuple[int, str, int, int, list[int], list[bytes | None]]], int]:
+) -> tuple[list[tuple[int, str, int, int, int, list[int], list[bytes | None]]], int]:
     """Decode the complete frames at the start of ``buf``; return them and the bytes used.
 
     Raises
@@ -91,7 +97,7 @@ def decode_frames(
     pos = 0
     size = len(buf)
     while size - pos >= _HEADER.size:
-        magic, epoch, partition, tlen, high, n = _HEADER.unpack_from(buf, pos)
+        magic, epoch, partition, tlen, high, position, n = _HEADER.unpack_from(buf, pos)
         if magic != _MAGIC:
             raise CertmonError("fetch process: corrupt frame stream")
         head = pos + _HEADER.size
@@ -113,7 +119,7 @@ def decode_frames(
             else:
                 values.append(bytes(buf[at : at + length]))
                 at += length
-        out.append((epoch, topic, partition, high, offsets, values))
+        out.append((epoch, topic, partition, high, position, offsets, values))
         pos = end
     return out, pos
 
@@ -172,6 +178,10 @@ class FetchProcess:
         self.epoch = 0
         self._buf = bytearray()
         self.highwaters: dict[tuple[str, int], int] = {}
+        # (topic, partition) -> (end of the last records sent this epoch, the child's position
+        # after them): every offset below the position that is not a record sent is a marker,
+        # an aborted or an expired record
+        self.positions: dict[tuple[str, int], tuple[int, int]] = {}
         self._send({"client": client, "client_id": client_id,
                     "max_poll_records": max_poll_records, "poll_timeout_ms": poll_timeout_ms})
 
@@ -189,6 +199,7 @@ class FetchProcess:
         """Read exactly these partitions from these offsets (None: the beginning) from now on."""
         self.epoch += 1
         self.highwaters = {}
+        self.positions = {}
         self._send({"epoch": self.epoch,
                     "assign": [[t, p, o] for (t, p), o in sorted(offsets.items())]})
 
@@ -227,11 +238,15 @@ class FetchProcess:
             self._buf += chunk
             frames, used = decode_frames(self._buf)
             del self._buf[:used]
-            for epoch, topic, partition, high, offsets, values in frames:
+            for epoch, topic, partition, high, position, offsets, values in frames:
                 if epoch != self.epoch:
                     continue  # fetched before the last assignment: stale
+                key = (topic, partition)
                 if high >= 0:
-                    self.highwaters[(topic, partition)] = high
+                    self.highwaters[key] = high
+                end = offsets[-1] + 1 if offsets else self.positions.get(key, (0, 0))[0]
+                if position >= 0:
+                    self.positions[key] = (end, position)
                 if not offsets:  # a partition without records: its high watermark only
                     continue
                 got = out.setdefault((topic, partition), Columns([], []))
@@ -240,6 +255,27 @@ class FetchProcess:
             if out:  # one read's worth (at most 1 MiB): the caller processes it, then polls
                 break
         return out
+
+    def consumed_to(self, topic: str, partition: int, next_offset: int) -> int:
+        """Return the offset reading has really reached, given the next offset to process.
+
+        Once every record the child sent is processed (``next_offset`` past them), the offsets
+        up to the child's position hold no record to process (transaction markers, aborted or
+        expired records): reading has reached that position. Otherwise ``next_offset``.
+        The lag gauge and the advisory offset commit use it, so a transactional input (the
+        repartition topic's commit markers) drains to 0.
+
+        Examples
+        --------
+        >>> fp = FetchProcess.__new__(FetchProcess)
+        >>> fp.positions = {("t", 0): (8, 9)}  # records up to 7 sent, a marker at 8
+        >>> fp.consumed_to("t", 0, 8), fp.consumed_to("t", 0, 5), fp.consumed_to("t", 1, 3)
+        (9, 5, 3)
+        """
+        got = self.positions.get((topic, partition))
+        if got is None or next_offset < got[0]:
+            return next_offset
+        return max(next_offset, got[1])
 
     def last_error(self) -> str:
         """Return the last line the child wrote to stderr (its exit reason), or ``"?"``."""
@@ -342,7 +378,8 @@ def _child_loop() -> int:
                              max_poll_records=cfg["max_poll_records"])
     epoch = 0
     assigned: list[Any] = []
-    reported: dict[Any, int] = {}  # partition -> high watermark last sent (this assignment)
+    # partition -> (high watermark, position) last sent (this assignment)
+    reported: dict[Any, tuple[int, int | None]] = {}
     try:
         while True:
             got = commands(0.0 if assigned else 0.5)
@@ -363,16 +400,19 @@ def _child_loop() -> int:
                 continue
             batches = consumer.poll(timeout_ms=cfg["poll_timeout_ms"])
             for tp, recs in batches.items():
-                out.write(encode_frame(epoch, tp.topic, tp.partition, consumer.highwater(tp),
-                                       ((r.offset, r.value) for r in recs)))
-            # partitions without records (e.g. of no suite) report their high watermark when
-            # it changes, so their lag is known too: an empty frame
-            quiet = [(tp, high) for tp in assigned if tp not in batches
+                high, at = consumer.highwater(tp), consumer.position(tp, timeout_ms=0)
+                reported[tp] = (high, at)
+                out.write(encode_frame(epoch, tp.topic, tp.partition, high,
+                                       ((r.offset, r.value) for r in recs), at))
+            # partitions without records (e.g. of no suite, or whose last records were a
+            # transaction marker) report their high watermark and position when they change,
+            # so their lag is known too: an empty frame
+            quiet = [(tp, high, at) for tp in assigned if tp not in batches
                      and (high := consumer.highwater(tp)) is not None
-                     and reported.get(tp) != high]
-            for tp, high in quiet:
-                reported[tp] = high
-                out.write(encode_frame(epoch, tp.topic, tp.partition, high, ()))
+                     and reported.get(tp) != (high, (at := consumer.position(tp, timeout_ms=0)))]
+            for tp, high, at in quiet:
+                reported[tp] = (high, at)
+                out.write(encode_frame(epoch, tp.topic, tp.partition, high, (), at))
             if batches or quiet:
                 out.flush()
     except BrokenPipeError:

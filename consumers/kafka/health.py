@@ -178,7 +178,11 @@ def update_lag(metrics: Any, consumer: Any, workers: dict[int, Any], fetcher: An
     The high watermark comes from the fetch process when there is one (the group member's
     own fetch positions are paused), else from the consumer. A partition none of whose
     records was read yet (e.g. one no suite's events went to) is read from its beginning:
-    its lag counts from offset 0, so an empty partition shows 0, not nothing.
+    its lag counts from offset 0, so an empty partition shows 0, not nothing. With a fetch
+    process, offsets that hold no record (transaction markers: the repartition topic is
+    written in transactions; aborted or expired records) count as read once the records
+    before them are processed, so a caught-up partition shows 0 (without one, a trailing
+    marker counts as 1 message until the next record).
     """
     total = 0
     for tp in consumer.assignment():
@@ -186,7 +190,10 @@ def update_lag(metrics: Any, consumer: Any, workers: dict[int, Any], fetcher: An
         high = (consumer.highwater(tp) if fetcher is None
                 else fetcher.highwaters.get((tp.topic, tp.partition)))
         if worker is not None and high is not None:
-            lag = high - worker.offsets.get(tp.topic, 0)
+            done = worker.offsets.get(tp.topic, 0)
+            if fetcher is not None:  # past transaction markers and aborted records too
+                done = fetcher.consumed_to(tp.topic, tp.partition, done)
+            lag = high - done
             metrics.lag(tp.topic, tp.partition, lag)
             total += max(0, lag)
     return total

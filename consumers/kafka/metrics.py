@@ -1,8 +1,10 @@
 """Per-partition consumer metrics (registered on a caller-provided registry).
 
-- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus next offset,
-  for every assigned partition whose high watermark is known (a partition not read yet counts
-  from offset 0); no series while the brokers are unreachable (the lag is unknown then);
+- ``certmon_kafka_consumer_lag_messages{topic,partition}``: high watermark minus the offset
+  reading has reached (past transaction markers and aborted records once the records before
+  them are processed, with the fetch process), for every assigned partition whose high
+  watermark is known (a partition not read yet counts from offset 0); no series while the
+  brokers are unreachable (the lag is unknown then);
 - ``certmon_kafka_records_consumed_total{topic,partition}``;
 - ``certmon_kafka_partitions_assigned``: partitions this process owns now;
 - ``certmon_kafka_connected``: 1 while the consumer loop runs against the broker, else 0;

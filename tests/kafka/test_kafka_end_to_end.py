@@ -28,8 +28,8 @@ def test_end_to_end_equals_replay(
     kafka_bootstrap = kafka_broker.bootstrap_servers
     # Periodic checkpoints are off (60 s, 100k records): only SIGTERM's final checkpoint
     # can make the store reach the end offsets. The direct path (repartition = false): the
-    # checkpoints' offsets are the input's end offsets and the lag gauge is exactly 0 (on the
-    # repartition topic, transaction markers take offsets: the gauge counts them as lag).
+    # checkpoints' offsets are the input's end offsets and the lag gauge is exactly 0 (the
+    # repartition topic's markers: test_kafka_repartition's no-lag test).
     setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, every=100_000,
                        every_seconds=60.0, metrics=True, repartition=False,
                        fetch_process=fetch_process)  # fmt: skip

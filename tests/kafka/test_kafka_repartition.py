@@ -103,3 +103,42 @@ def test_any_producer_every_event_counted_once_none_dead_lettered_by_default(
 def _stop(*procs: Consumer) -> None:
     for proc in procs:
         assert proc.terminate() == 0, proc.log_tail()
+
+
+def test_a_caught_up_instance_shows_no_lag_on_the_transactional_repartition_topic(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Every repartition transaction ends with a commit marker that takes an offset: counting
+    from the last record, a caught-up partition showed a lag of 1 forever (gauge and the
+    group's committed offsets, i.e. kafka-consumer-groups). The reading position past the
+    marker counts once the records before it are processed."""
+    from tests.kafka.kafka_harness import sample, scrape_until
+
+    setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=3, every=50,
+                       every_seconds=0.5, metrics=True)  # fmt: skip
+    assert setup.kafka.repartition and setup.kafka.fetch_process
+    records = make_events(600, n_suites=4, seed=31)
+    setup.produce(records)
+    proc = setup.start("a")
+    setup.wait_caught_up(timeout=180, procs=[proc])
+    c = KafkaConsumer(bootstrap_servers=setup.bootstrap, group_id=None)
+    tps = [TopicPartition(setup.engine_topic, p) for p in range(setup.partitions)]
+    ends = c.end_offsets(tps)
+    c.close()
+    last = setup.engine_end_offsets()
+    assert any(ends[tp] > last.get((tp.topic, tp.partition), 0) for tp in tps if ends[tp])
+    text = scrape_until(proc.metrics_port(), "certmon_kafka_consumer_lag_messages", 0.0,
+                        timeout=30, topic=setup.engine_topic)  # fmt: skip
+    assert sample(text, "certmon_kafka_consumer_lag_messages", topic=setup.engine_topic) == 0
+    group = KafkaConsumer(bootstrap_servers=setup.bootstrap, group_id=setup.kafka.group_id,
+                          enable_auto_commit=False)  # committed() only: never joins
+    deadline = time.monotonic() + 30
+    committed: dict[TopicPartition, int | None] = {}
+    while time.monotonic() < deadline:
+        committed = {tp: group.committed(tp) for tp in tps if ends[tp]}
+        if all(committed[tp] == ends[tp] for tp in committed):
+            break
+        time.sleep(0.3)
+    group.close()
+    assert committed == {tp: ends[tp] for tp in tps if ends[tp]}
+    _stop(proc)

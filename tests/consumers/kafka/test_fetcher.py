@@ -14,7 +14,7 @@ from consumers.kafka.fetcher import FetchProcess, decode_frames, encode_frame, g
 from consumers.kafka.partitions import Columns
 from monitor.errors import CertmonError
 
-Batch = tuple[int, str, int, "int | None", list[tuple[int, "bytes | None"]]]
+Batch = tuple[int, str, int, "int | None", list[tuple[int, "bytes | None"]], "int | None"]
 
 
 def _batches(rnd: random.Random) -> list[Batch]:
@@ -27,7 +27,7 @@ def _batches(rnd: random.Random) -> list[Batch]:
             for i in range(n)
         ]
         out.append((rnd.randrange(5), rnd.choice(["t", "events.v1", "ü"]), rnd.randrange(64),
-                    rnd.choice([None, 0, start + n]), recs))
+                    rnd.choice([None, 0, start + n]), recs, rnd.choice([None, start + n + 1])))
     return out
 
 
@@ -35,8 +35,8 @@ def test_frames_round_trip_through_any_chunking() -> None:
     rnd = random.Random(7)
     batches = _batches(rnd)
     stream = b"".join(encode_frame(*b) for b in batches)
-    expected = [(e, t, p, -1 if h is None else h, [o for o, _ in r], [v for _, v in r])
-                for e, t, p, h, r in batches]
+    expected = [(e, t, p, -1 if h is None else h, -1 if at is None else at, [o for o, _ in r],
+                 [v for _, v in r]) for e, t, p, h, r, at in batches]
     for _ in range(20):  # the pipe delivers arbitrary pieces: decode as they arrive
         buf = bytearray()
         got = []
@@ -66,6 +66,7 @@ def echo() -> Iterator[FetchProcess]:
     fp.epoch = 2
     fp._buf = bytearray()
     fp.highwaters = {}
+    fp.positions = {}
     yield fp
     fp.close()
 
@@ -88,6 +89,28 @@ def test_poll_keeps_the_current_epoch_only(echo: FetchProcess) -> None:
     assert got == {("t", 0): Columns([7, 8, 9], [b"a", None, b"c"]), ("t", 1): Columns([3], [b"b"])}
     assert echo.highwaters == {("t", 0): 11}
     assert echo.poll(0.05) == {}
+
+
+def test_reading_reaches_the_position_past_markers_once_the_records_are_processed(
+    echo: FetchProcess,
+) -> None:
+    """A transactional partition: records 5-6, a commit marker at 7, high watermark 8."""
+    stdin = echo._proc.stdin
+    assert stdin is not None
+    stdin.write(encode_frame(1, "t", 0, 8, [(5, b"x")], position=9))  # stale epoch: ignored
+    stdin.write(encode_frame(2, "t", 0, 7, [(5, b"a"), (6, b"b")], position=7))
+    stdin.write(encode_frame(2, "t", 0, 8, [], position=8))  # the marker was skipped
+    stdin.write(encode_frame(2, "t", 1, 4, [], position=4))  # only markers / aborted records
+    stdin.flush()
+    for _ in range(50):
+        echo.poll(0.1)
+        if echo.positions.get(("t", 0), (0, 0))[1] == 8 and ("t", 1) in echo.positions:
+            break
+    assert echo.positions == {("t", 0): (7, 8), ("t", 1): (0, 4)}
+    assert echo.consumed_to("t", 0, 5) == 5  # records 5-6 not processed yet: not past them
+    assert echo.consumed_to("t", 0, 7) == 8  # processed: the marker is read too (lag 0)
+    assert echo.consumed_to("t", 1, 0) == 4
+    assert echo.consumed_to("t", 2, 3) == 3  # nothing known
 
 
 def test_a_dead_child_is_an_error(echo: FetchProcess) -> None:
