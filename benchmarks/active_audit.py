@@ -81,20 +81,32 @@ def _draw(judge: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.
     return f, (rng.random(n) < p).astype(float)
 
 
-def median_final(crossed: np.ndarray) -> bool:
-    """True once more than half the runs crossed in every row (runs on the last axis).
+def quantile_final(got: np.ndarray, now: np.ndarray, share: float = 0.5) -> bool:
+    """True once every row's quantiles up to ``share`` (the median for 1/2) are final.
 
-    The runs not crossed yet will cross later than every run that did, so the median is final.
+    ``got`` (D, runs): labels at the crossing, ``inf`` for the runs not crossed yet; ``now``
+    (runs,): each run's labels so far. A run not crossed yet ends with at least its labels so
+    far, so the ranks up to ``int(runs share) + 1`` are final once that many runs crossed with
+    at most the fewest labels of the runs not crossed yet.
     """
-    return bool((crossed.sum(-1) >= crossed.shape[-1] // 2 + 1).all())
+    rank = int(got.shape[-1] * share) + 1
+    done = np.isfinite(got)
+    if (done.sum(-1) < rank).any():
+        return False
+    for row, ok in zip(got, done, strict=True):
+        if not ok.all() and np.sort(row)[rank - 1] > now[~ok].min():
+            return False
+    return True
 
 
 def ipw_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, units: int,
-               seed: int, policies: tuple[tuple[float, float], ...]) -> np.ndarray:
+               seed: int, policies: tuple[tuple[float, float], ...],
+               share: float = 0.5) -> np.ndarray:
     """Labels at which each run's certify test crossed, one row per delta, shape (D, reps).
 
-    ``inf``: not crossed within ``units`` or when every row's median was reached (medians are
-    exact). The policy and the bets do not depend on delta: one batch tests every delta.
+    ``inf``: not crossed within ``units`` or when more than ``share`` of every row had crossed
+    (the quantiles up to ``share`` are exact). The policy and the bets do not depend on delta:
+    one batch tests every delta.
     """
     rng = np.random.default_rng(seed)
     ab = ActiveBatch(BUDGET, [(alpha, "certify")] * len(deltas), list(deltas), reps=reps,
@@ -102,10 +114,11 @@ def ipw_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, uni
     for _ in range(units):
         f, human = _draw(judge, rng, reps)
         ab.update(f, rng.random(reps), human)
-        if median_final(ab.crossed):
-            break
-    got = ab.crossed_labels.astype(float)
-    return np.where(got < 0, np.inf, got)
+        if ab.crossed.any(-1).all():
+            got = np.where(ab.crossed, ab.crossed_labels, np.inf)
+            if quantile_final(got, ab.labels, share):
+                break
+    return np.where(ab.crossed, ab.crossed_labels, np.inf)
 
 
 def plugin_round(judge: str, rng: np.random.Generator, reps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +136,7 @@ def plugin_round(judge: str, rng: np.random.Generator, reps: int) -> tuple[np.nd
 
 
 def plugin_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, rounds: int,
-                  seed: int) -> np.ndarray:
+                  seed: int, share: float = 0.5) -> np.ndarray:
     """The engine's uniform ``plugin_up`` (R-AutoEval+): labels to certify, shape (D, reps).
 
     ``inf`` as in :func:`ipw_labels`.
@@ -135,7 +148,7 @@ def plugin_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, 
     for t in range(1, rounds + 1):
         pb.advance(*plugin_round(judge, rng, reps))
         out[(pb.log_wealth[None, :] >= thr) & ~np.isfinite(out)] = t
-        if median_final(np.isfinite(out)):
+        if quantile_final(out, np.full(reps, t), share):
             break
     return out
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from benchmarks import labels_vs_oracle as lvo
-from benchmarks.active_audit import UNIFORM, clairvoyant
+from benchmarks.active_audit import UNIFORM, clairvoyant, quantile_final
 
 
 def test_active_clairvoyant_beats_the_grid_and_the_uniform_policy() -> None:
@@ -49,3 +49,12 @@ def test_active_rows_tiny_run() -> None:
     lvo.print_active(rows, 6)
     calibrated = [r for r in rows if r["judge"] == "calibrated"]
     assert math.isfinite(float(calibrated[0]["active"]))  # delta 0.1 within 5000 units
+
+
+def test_quantile_final_waits_for_runs_with_fewer_labels() -> None:
+    """A run not crossed yet may still cross with fewer labels than one that crossed (labels
+    are not in the order of units across runs): the median waits until it cannot."""
+    got = np.array([[100.0, 120.0, np.inf]])
+    assert not quantile_final(got, np.array([100, 120, 90]))
+    assert quantile_final(got, np.array([100, 120, 130]))
+    assert not quantile_final(np.array([[100.0, np.inf, np.inf]]), np.array([100, 200, 200]))
