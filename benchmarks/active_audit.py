@@ -46,15 +46,21 @@ cap as much as it cuts the variance, and the gain falls to 8%.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from monitor.stats.betting.active import ActiveBatch
-from monitor.stats.betting.active_growth import BINS, POLICIES, bin_of, growth_table
+from monitor.stats.betting.active_growth import (
+    BINS,
+    POLICIES,
+    bin_of,
+    expected_labels,
+    growth_table,
+)
 from monitor.stats.betting.bets import BetConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
@@ -75,44 +81,80 @@ def _draw(judge: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.
     return f, (rng.random(n) < p).astype(float)
 
 
-def ipw_labels(judge: str, alpha: float, delta: float, reps: int, units: int, seed: int,
-               policies: tuple[tuple[float, float], ...]) -> np.ndarray:
-    """Labels at which each run's certify test crossed (inf: not within ``units``)."""
+def quantile_final(got: np.ndarray, now: np.ndarray, share: float = 0.5) -> bool:
+    """True once every row's quantiles up to ``share`` (the median for 1/2) are final.
+
+    ``got`` (D, runs): labels at the crossing, ``inf`` for the runs not crossed yet; ``now``
+    (runs,): each run's labels so far. A run not crossed yet ends with at least its labels so
+    far, so the ranks up to ``int(runs share) + 1`` are final once that many runs crossed with
+    at most the fewest labels of the runs not crossed yet.
+    """
+    rank = int(got.shape[-1] * share) + 1
+    done = np.isfinite(got)
+    if (done.sum(-1) < rank).any():
+        return False
+    for row, ok in zip(got, done, strict=True):
+        if not ok.all() and np.sort(row)[rank - 1] > now[~ok].min():
+            return False
+    return True
+
+
+def ipw_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, units: int,
+               seed: int, policies: tuple[tuple[float, float], ...],
+               share: float = 0.5) -> np.ndarray:
+    """Labels at which each run's certify test crossed, one row per delta, shape (D, reps).
+
+    ``inf``: not crossed within ``units`` or when more than ``share`` of every row had crossed
+    (the quantiles up to ``share`` are exact). The policy and the bets do not depend on delta:
+    one batch tests every delta.
+    """
     rng = np.random.default_rng(seed)
-    ab = ActiveBatch(BUDGET, [(alpha, "certify")], [delta], reps=reps, policies=policies)
+    ab = ActiveBatch(BUDGET, [(alpha, "certify")] * len(deltas), list(deltas), reps=reps,
+                     policies=policies)
     for _ in range(units):
         f, human = _draw(judge, rng, reps)
         ab.update(f, rng.random(reps), human)
-        if ab.crossed[0].all():
-            break
-    got = ab.crossed_labels[0].astype(float)
-    return np.where(got < 0, np.inf, got)
+        if ab.crossed.any(-1).all():
+            got = np.where(ab.crossed, ab.crossed_labels, np.inf)
+            if quantile_final(got, ab.labels, share):
+                break
+    return np.where(ab.crossed, ab.crossed_labels, np.inf)
 
 
-def plugin_labels(judge: str, alpha: float, delta: float, reps: int, rounds: int,
-                  seed: int) -> np.ndarray:
-    """The engine's uniform ``plugin_up`` (R-AutoEval+): labels to certify per run."""
-    rng = np.random.default_rng(seed)
+def plugin_round(judge: str, rng: np.random.Generator, reps: int) -> tuple[np.ndarray, np.ndarray]:
+    """One uniform-audit round per run: the human loss and the shift ``block mean - f``.
+
+    The block holds the unaudited judge scores since the previous audit (Geometric(b) - 1 of
+    them; the shift is 0 when there are none), as the engine's R-AutoEval+ rounds.
+    """
     scores, share = JUDGES[judge]
+    n_block = rng.geometric(BUDGET, size=reps) - 1  # unaudited units before the audit
+    counts = rng.multinomial(n_block, share)
+    bmean = np.where(n_block > 0, (counts * scores).sum(-1) / np.maximum(n_block, 1), 0.0)
+    f, human = _draw(judge, rng, reps)
+    return human, np.where(n_block > 0, bmean - f, 0.0)
+
+
+def plugin_labels(judge: str, alpha: float, deltas: Sequence[float], reps: int, rounds: int,
+                  seed: int, share: float = 0.5) -> np.ndarray:
+    """The engine's uniform ``plugin_up`` (R-AutoEval+): labels to certify, shape (D, reps).
+
+    ``inf`` as in :func:`ipw_labels`.
+    """
+    rng = np.random.default_rng(seed)
     pb = PlugInBatch(alpha, "certify", list(np.linspace(0.0, 1.0, 10)), BetConfig(), reps)
-    out = np.full(reps, np.inf)
+    thr = np.log(1.0 / np.asarray(deltas, dtype=float))[:, None]
+    out = np.full((len(deltas), reps), np.inf)
     for t in range(1, rounds + 1):
-        n_block = rng.geometric(BUDGET, size=reps) - 1  # unaudited units before the audit
-        counts = np.array([rng.multinomial(int(n), share) for n in n_block])
-        bmean = np.where(n_block > 0, (counts * scores).sum(-1) / np.maximum(n_block, 1), 0.0)
-        f, human = _draw(judge, rng, reps)
-        shift = np.where(n_block > 0, bmean - f, 0.0)
-        pb.advance(human, shift)
-        hit = (pb.log_wealth >= math.log(1.0 / delta)) & ~np.isfinite(out)
-        out[hit] = t
-        if np.isfinite(out).all():
+        pb.advance(*plugin_round(judge, rng, reps))
+        out[(pb.log_wealth[None, :] >= thr) & ~np.isfinite(out)] = t
+        if quantile_final(out, np.full(reps, t), share):
             break
     return out
 
 
-def clairvoyant(judge: str, alpha: float, delta: float,
-                policies: tuple[tuple[float, float], ...]) -> float:
-    """Drift approximation of the best fixed (policy, reliance, bet)'s labels to certify."""
+def judge_bins(judge: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The judge's true per-bin share, mean score and failure rate, each of shape (1, BINS)."""
     scores, share = JUDGES[judge]
     w = np.zeros((1, BINS))
     fb = np.tile((np.arange(BINS) + 0.5) / BINS, (1, 1))
@@ -122,9 +164,14 @@ def clairvoyant(judge: str, alpha: float, delta: float,
         w[0, k] += q
         fb[0, k] = s
         pbin[0, k] = s if judge == "calibrated" else 0.106
-    g, _, _ = growth_table(w, fb, pbin, BUDGET, alpha, "certify", 0.95, policies)
-    best = float(g.max())
-    return math.inf if best <= 0 else BUDGET * math.log(1.0 / delta) / best
+    return w, fb, pbin
+
+
+def clairvoyant(judge: str, alpha: float, delta: float,
+                policies: tuple[tuple[float, float], ...]) -> float:
+    """Drift approximation of the best fixed (policy, reliance, bet)'s labels to certify."""
+    g, _, _ = growth_table(*judge_bins(judge), BUDGET, alpha, "certify", 0.95, policies)
+    return expected_labels(float(g.max()), BUDGET, delta)
 
 
 def main() -> None:
@@ -144,9 +191,10 @@ def main() -> None:
     print(head)
     for judge in JUDGES:
         for alpha in alphas:
-            act = np.median(ipw_labels(judge, alpha, a.delta, reps, a.units, a.seed, POLICIES))
-            uni = np.median(ipw_labels(judge, alpha, a.delta, reps, a.units, a.seed, UNIFORM))
-            plug = np.median(plugin_labels(judge, alpha, a.delta, reps, a.units // 10, a.seed))
+            d = [a.delta]
+            act = np.median(ipw_labels(judge, alpha, d, reps, a.units, a.seed, POLICIES))
+            uni = np.median(ipw_labels(judge, alpha, d, reps, a.units, a.seed, UNIFORM))
+            plug = np.median(plugin_labels(judge, alpha, d, reps, a.units // 10, a.seed))
             ca = clairvoyant(judge, alpha, a.delta, POLICIES)
             cu = clairvoyant(judge, alpha, a.delta, UNIFORM)
             print(f"{judge:<14}{alpha:>6.2f}{act:>8.0f}{uni:>9.0f}{plug:>12.0f}"

@@ -25,11 +25,29 @@ form at lower risks (risk 0.05 and 0.01, alpha 0.1), also against the clairvoyan
 cap c = 0.95 (where ``start 1`` loses). A last table uses Beta losses
 (``l ~ Beta(1/2, 4.5)``, judge equal to ``l`` with probability gamma, else an independent draw;
 clairvoyant by Monte Carlo over 200k draws).
-With matplotlib installed it writes ``deploy/img/labels_vs_oracle.png``.
 
-Run: ``python benchmarks/labels_vs_oracle.py`` (about 3-5 minutes on 2 busy cores);
-``--quick`` for a smoke run (40 repetitions, no Beta table); ``--no-beta`` skips the Beta table
-(Example 1 and the plot only).
+Active audits (``audit_policy = "active"``; the streams, judges and bettors of
+``benchmarks/active_audit.py``: budget 0.1, alpha 0.13, certify side, a ``calibrated`` judge with
+85% of scores at 0.01, 5% at 0.95 and 10% at 0.5, and an ``uninformative`` one, every score
+0.106): for delta 0.1, 0.01 and 0.001, the median labels to certify over ``--active-reps`` runs
+(default 200) of
+
+- ``active`` (:class:`~monitor.stats.betting.active.ActiveBatch`), divided by its clairvoyant:
+  the best fixed policy (among the candidates), reliance (0.01 grid) and bet (whole range) in
+  hindsight, ``mean_pi log(1/delta) / g*`` with ``g*`` the exact expected log growth per judged
+  unit (a drift approximation: a ratio can fall below 1);
+- uniform R-AutoEval+ (``plugin_up``, one round per label) on the same judge, divided by its own
+  clairvoyant (``q_rho`` of its rounds by Monte Carlo over 200k rounds);
+- ``active / uniform``, against issue 29's targets (calibrated at most 0.85, uninformative at
+  most 1.05).
+
+With matplotlib installed it writes ``deploy/img/labels_vs_oracle.png`` (top: Example 1; bottom:
+active audits).
+
+Run: ``python benchmarks/labels_vs_oracle.py`` (Example 1, 200 runs, the active audits, 200
+runs, and the plot: 50 s to 2 minutes on 2 busy cores); ``--beta`` adds the
+Beta table (several more minutes); ``--quick`` for a smoke run (40 runs each, no plot);
+``--active-reps 0`` skips the active audits.
 """
 
 from __future__ import annotations
@@ -40,12 +58,22 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
+from monitor.stats.betting.active_growth import POLICIES, propensity_u, solve_scale, uncertainty
 from monitor.stats.betting.bets import BetConfig, up_grid, wsr_scale
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from benchmarks.active_audit import (
+    BUDGET,
+    JUDGES,
+    ipw_labels,
+    judge_bins,
+    plugin_labels,
+    plugin_round,
+)
 from tests.support.plugin_batch import PlugInBatch
 
 ALPHA, RISK, R = 0.12, 0.1, 10
@@ -295,7 +323,107 @@ def low_risk(reps: int, seed: int) -> None:
                   + " | ".join(cells) + " |")
 
 
-def plot(rows: list[dict[str, object]], path: Path) -> bool:
+# ---------------------------------------------------------------------- active audits
+ACTIVE_ALPHA = 0.13
+ACTIVE_TARGETS = {"calibrated": 0.85, "uninformative": 1.05}
+"""Issue 29's targets: active at most this many times the labels of uniform R-AutoEval+."""
+
+
+def active_clairvoyant(judge: str, alpha: float) -> tuple[float, float]:
+    """The best fixed (policy, reliance, bet) in hindsight under active audits, certify side.
+
+    Returns ``(g*, mean_pi)``: the largest expected log growth per judged unit over the
+    candidate policies (:data:`~monitor.stats.betting.active_growth.POLICIES`), reliances on a
+    0.01 grid and every bet below ``1 / (1/pi_min - alpha)`` (the whole range of the IPW
+    observation ``Y``, as the Example 1 clairvoyant), for the judge's true distribution, and
+    that policy's mean propensity (labels per unit). Labels: ``mean_pi log(1/delta) / g*``.
+    """
+    w, fb, pbin = (a[0] for a in judge_bins(judge))
+    u = uncertainty(fb)
+    best = (0.0, BUDGET)
+    for floor_b, m in POLICIES:
+        floor = min(1.0, floor_b * BUDGET)
+        k = solve_scale(w, u, BUDGET, np.array(floor), np.array(m))
+        pi = propensity_u(u, BUDGET, floor, m, k)
+        pi_min = min(1.0, max(floor, m * BUDGET))
+        # per bin: not audited, audited with a failure, audited without one
+        prob = np.concatenate([w * (1 - pi), w * pi * pbin, w * pi * (1 - pbin)])
+        keep = prob > 0
+        for rho in np.linspace(0.0, 1.0, 101):
+            rf = rho * fb
+            y = np.concatenate([rf, rf + (1 - rf) / pi, rf - rf / pi])
+            g = growth((alpha - y)[keep], prob[keep], 1.0 / (1.0 / pi_min - alpha))
+            if g > best[0]:
+                best = (g, float(w @ pi))
+    return best
+
+
+def uniform_q(judge: str, n: int = 200_000) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
+    """``q_rho`` of uniform R-AutoEval+ rounds on a judge stream (Monte Carlo, ``n`` rounds)."""
+    hd, count = np.unique(np.stack(plugin_round(judge, np.random.default_rng(98), n)), axis=1,
+                          return_counts=True)  # (2, distinct rounds): far fewer than n
+    p = count / n
+    return lambda rho: (hd[0] + rho * hd[1], p)
+
+
+def active_rows(reps: int, seed: int, alpha: float = ACTIVE_ALPHA,
+                units: int = 60_000) -> list[dict[str, object]]:
+    """Active audits against their clairvoyant and uniform R-AutoEval+, per judge and delta."""
+    rows: list[dict[str, object]] = []
+    for i, judge in enumerate(JUDGES):
+        # runs go on to the 0.7 quantile: the bootstrap resamples' medians are then exact
+        act = ipw_labels(judge, alpha, DELTAS, reps, units, seed + i, POLICIES, share=0.7)
+        uni = plugin_labels(judge, alpha, DELTAS, reps, int(units * BUDGET), seed + 10 + i,
+                            share=0.7)
+        g_act, mean_pi = active_clairvoyant(judge, alpha)
+        g_uni, _ = clairvoyant_growth(uniform_q(judge), alpha)
+        for k, dl in enumerate(DELTAS):
+            o_act = mean_pi * math.log(1 / dl) / g_act
+            o_uni = math.log(1 / dl) / g_uni
+            a, un = median(act[k]), median(uni[k])
+            rows.append({"judge": judge, "alpha": alpha, "delta": dl, "runs": reps, "active": a,
+                         "uniform": un, "oracle_active": o_act, "oracle_uniform": o_uni,
+                         "active_vs_oracle": a / o_act, "uniform_vs_oracle": un / o_uni,
+                         "active_vs_uniform": a / un,
+                         "interval": ratio_interval(act[k], uni[k], seed + k),
+                         "target": a / un <= ACTIVE_TARGETS[judge]})
+    return rows
+
+
+def ratio_interval(a: np.ndarray, b: np.ndarray, seed: int, n: int = 2000) -> tuple[float, float]:
+    """90% bootstrap interval of ``median(a) / median(b)`` (runs resampled independently)."""
+    rng = np.random.default_rng(seed)
+    ma = np.median(rng.choice(a, size=(n, a.size)), axis=1)
+    mb = np.median(rng.choice(b, size=(n, b.size)), axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # tiny runs: inf / inf
+        r = ma / mb
+    r = r[~np.isnan(r)]
+    if r.size == 0:
+        return math.nan, math.nan
+    return float(np.percentile(r, 5, method="lower")), float(np.percentile(r, 95, method="higher"))
+
+
+def print_active(rows: list[dict[str, object]], reps: int) -> None:
+    print(f"\n### Active audits (budget {BUDGET}, alpha {rows[0]['alpha']}, certify side, "
+          f"{reps} runs; median labels; clairvoyant: best fixed policy, reliance and bet in "
+          "hindsight)\n")
+    print("| judge | delta | active | its clairvoyant | **active / clairvoyant** | "
+          "uniform R-AutoEval+ | uniform / its clairvoyant | **active / uniform** (90% "
+          "bootstrap) | target |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lim = ACTIVE_TARGETS[str(r["judge"])]
+        lo, hi = cast(tuple[float, float], r["interval"])
+        print(f"| {r['judge']} | {r['delta']} | {r['active']:.0f} | {r['oracle_active']:.0f} | "
+              f"**{r['active_vs_oracle']:.2f}x** | {r['uniform']:.0f} | "
+              f"{r['uniform_vs_oracle']:.2f}x ({r['oracle_uniform']:.0f}) | "
+              f"**{r['active_vs_uniform']:.2f}** ({lo:.2f}-{hi:.2f}) | "
+              f"{'met' if r['target'] else 'MISSED'} "
+              f"(<= {lim}) |")
+
+
+def plot(rows: list[dict[str, object]], active: list[dict[str, object]], path: Path) -> bool:
+    """Example 1 panels (one per gamma) and, with ``active`` rows, one panel per judge."""
     try:
         import matplotlib
 
@@ -304,7 +432,9 @@ def plot(rows: list[dict[str, object]], path: Path) -> bool:
     except ImportError:
         return False
     ex = [r for r in rows if r["scenario"] == "Example 1"]
-    fig, axes = plt.subplots(1, len(GAMMAS), figsize=(11, 3.4), sharey=True)
+    fig, grid = plt.subplots(2 if active else 1, len(GAMMAS), squeeze=False, sharey=True,
+                             figsize=(11, 6.8 if active else 3.4))
+    axes = grid[0]
     styles = {"old": ("old default (anytime WSR, c=1/2)", "tab:gray", "o"),
               "before": ("plugin_up without judge prior", "tab:purple", "v"),
               "new": ("plugin_up (default)", "tab:blue", "s"),
@@ -316,17 +446,52 @@ def plot(rows: list[dict[str, object]], path: Path) -> bool:
         for key, (label, color, marker) in styles.items():
             ax.plot(xs, [r[key] for r in sub], marker=marker, color=color, label=label)
         ax.axhline(1.0, color="black", lw=0.8, ls=":")
-        ax.set_title(f"judge agreement gamma = {g}")
+        ax.set_title(f"Example 1, judge agreement gamma = {g}", fontsize=9)
         ax.set_xticks(xs, [str(r["delta"]) for r in sub])
         ax.set_xlabel("delta")
     axes[0].set_ylabel("median labels / clairvoyant")
     axes[0].legend(fontsize=7)
-    fig.suptitle("R-AutoEval+ labels to certify (risk 0.1, alpha 0.12), "
-                 "relative to the clairvoyant bettor", fontsize=10)
+    title = ("R-AutoEval+ labels to certify (risk 0.1, alpha 0.12), relative to the "
+             "clairvoyant bettor")
+    if active:
+        active_panels(grid[1], active)
+        title = ("Labels to certify relative to the clairvoyant bettor (top: uniform audits, "
+                 "Example 1, risk 0.1, alpha 0.12; bottom: active audits)")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return True
+
+
+def active_panels(axes: Any, active: list[dict[str, object]]) -> None:
+    """One panel per judge: active and uniform R-AutoEval+ against their clairvoyants."""
+    styles = {"active_vs_oracle": ("active / its clairvoyant", "tab:red", "o", "-"),
+              "uniform_vs_oracle": ("uniform R-AutoEval+ (plugin_up) / its clairvoyant",
+                                    "tab:blue", "s", "-"),
+              "active_vs_uniform": ("active / uniform R-AutoEval+ (target: dotted red)",
+                                    "tab:red", "x", "--")}
+    for ax, judge in zip(axes, JUDGES, strict=False):
+        sub = [r for r in active if r["judge"] == judge]
+        xs = [-math.log10(float(r["delta"])) for r in sub]  # type: ignore[arg-type]
+        for key, (label, color, marker, ls) in styles.items():
+            ax.plot(xs, [r[key] for r in sub], marker=marker, color=color, ls=ls, label=label)
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        ax.axhline(ACTIVE_TARGETS[judge], color="tab:red", lw=0.8, ls=":")
+        ax.set_title(f"active audits, {judge} judge", fontsize=9)
+        ax.set_xticks(xs, [str(r["delta"]) for r in sub])
+        ax.set_xlabel("delta")
+    axes[0].set_ylabel("median labels / clairvoyant")
+    axes[0].legend(fontsize=7)
+    for ax in axes[len(JUDGES):]:
+        ax.axis("off")
+        ax.text(0.0, 0.5, f"Active audits: budget {BUDGET}, alpha {active[0]['alpha']},\n"
+                f"certify side, {active[0]['runs']} runs.\n"
+                "Active: labels where the judge is unsure,\n"
+                "every judged unit a term (IPW).\nClairvoyant: best fixed policy,\n"
+                "reliance and bet in hindsight.\nCalibrated judge: 85% of scores 0.01,\n"
+                "5% 0.95, 10% 0.5; uninformative:\nevery score 0.106.", fontsize=8,
+                va="center", transform=ax.transAxes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,7 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--up-grid", type=int, default=100)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--quick", action="store_true", help="40 repetitions, no Beta table")
-    ap.add_argument("--no-beta", action="store_true", help="skip the Beta table")
+    ap.add_argument("--beta", action="store_true",
+                    help="also the Beta table (minutes: not in the default run)")
+    ap.add_argument("--no-beta", action="store_true", help="no Beta table (the default)")
+    ap.add_argument("--active-reps", type=int, default=200,
+                    help="runs of the active-audit table (0: skip it)")
     ap.add_argument("--low-risk", action="store_true",
                     help="also streams at risk 0.05 and 0.01 (alpha 0.1)")
     ap.add_argument("--png", type=Path,
@@ -351,10 +520,15 @@ def main(argv: list[str] | None = None) -> int:
                          gb, g0, reps, args.up_grid, True)
     print_table(f"Example 1, Bernoulli losses, certify side, {reps} repetitions (median labels /"
                 " clairvoyant)", rows)
+    active: list[dict[str, object]] = []
+    if args.active_reps > 0:
+        active_reps = 40 if args.quick else args.active_reps
+        active = active_rows(active_reps, args.seed + 30)
+        print_active(active, active_reps)
     if args.low_risk:
         low_risk(reps, args.seed + 20)
     beta: list[dict[str, object]] = []
-    if not (args.quick or args.no_beta):
+    if args.beta and not (args.quick or args.no_beta):
         for i, g in enumerate(GAMMAS):
             gb, g0 = clairvoyant_growth(beta_q(g))
             beta += scenario("Beta", g,
@@ -363,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(f"Beta(1/2, 4.5) losses, certify side, {reps} repetitions (clairvoyant by "
                     "Monte Carlo; UP not run)", beta)
     print(f"\n{time.perf_counter() - t0:.0f} s")
-    if not args.quick and plot(rows, args.png):
+    if not args.quick and plot(rows, active, args.png):
         print(f"wrote {args.png}")
     return 0
 
