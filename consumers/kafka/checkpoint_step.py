@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from consumers.kafka.deadlines import ShutdownBudget
     from consumers.kafka.fetcher import FetchProcess
+    from consumers.kafka.read_positions import ReadPositions
     from monitor.config import CertmonConfig
     from monitor.config.kafka import KafkaConfig
     from monitor.metrics import OperationalMetrics
@@ -63,6 +64,7 @@ class CheckpointStep:
     _sinks: dict[str, Sink]
     _outputs: KafkaOutputs | None
     _fetcher: FetchProcess | None
+    _read: ReadPositions
     _lock: threading.RLock
     _budget: ShutdownBudget
     _ready: bool
@@ -111,9 +113,10 @@ class CheckpointStep:
         if commits and commit:
             try:
                 wait = self._budget.left(self._commit_timeout_s())
-                fetcher = self._fetcher  # past trailing markers: lag tools show 0 when done
+                # past trailing markers: lag tools (kafka-consumer-groups) show 0 when done
+                read = self._read if self._fetcher is None else self._fetcher.read
                 consumer.commit({TopicPartition(t, p): OffsetAndMetadata(
-                                     o if fetcher is None else fetcher.consumed_to(t, p, o), "", -1)
+                                     read.consumed_to(t, p, o), "", -1)
                                  for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.kafka.partitions import Columns
+from consumers.kafka.read_positions import ReadPositions
 from monitor.errors import CertmonError
 
 __all__ = ["FetchProcess", "child_command", "decode_frames", "encode_frame", "group_busy"]
@@ -178,10 +179,7 @@ class FetchProcess:
         self.epoch = 0
         self._buf = bytearray()
         self.highwaters: dict[tuple[str, int], int] = {}
-        # (topic, partition) -> (end of the last records sent this epoch, the child's position
-        # after them): every offset below the position that is not a record sent is a marker,
-        # an aborted or an expired record
-        self.positions: dict[tuple[str, int], tuple[int, int]] = {}
+        self.read = ReadPositions()  # the child's positions, this epoch
         self._send({"client": client, "client_id": client_id,
                     "max_poll_records": max_poll_records, "poll_timeout_ms": poll_timeout_ms})
 
@@ -199,7 +197,7 @@ class FetchProcess:
         """Read exactly these partitions from these offsets (None: the beginning) from now on."""
         self.epoch += 1
         self.highwaters = {}
-        self.positions = {}
+        self.read.clear()
         self._send({"epoch": self.epoch,
                     "assign": [[t, p, o] for (t, p), o in sorted(offsets.items())]})
 
@@ -241,12 +239,9 @@ class FetchProcess:
             for epoch, topic, partition, high, position, offsets, values in frames:
                 if epoch != self.epoch:
                     continue  # fetched before the last assignment: stale
-                key = (topic, partition)
                 if high >= 0:
-                    self.highwaters[key] = high
-                end = offsets[-1] + 1 if offsets else self.positions.get(key, (0, 0))[0]
-                if position >= 0:
-                    self.positions[key] = (end, position)
+                    self.highwaters[(topic, partition)] = high
+                self.read.note(topic, partition, offsets[-1] + 1 if offsets else None, position)
                 if not offsets:  # a partition without records: its high watermark only
                     continue
                 got = out.setdefault((topic, partition), Columns([], []))
@@ -255,27 +250,6 @@ class FetchProcess:
             if out:  # one read's worth (at most 1 MiB): the caller processes it, then polls
                 break
         return out
-
-    def consumed_to(self, topic: str, partition: int, next_offset: int) -> int:
-        """Return the offset reading has really reached, given the next offset to process.
-
-        Once every record the child sent is processed (``next_offset`` past them), the offsets
-        up to the child's position hold no record to process (transaction markers, aborted or
-        expired records): reading has reached that position. Otherwise ``next_offset``.
-        The lag gauge and the advisory offset commit use it, so a transactional input (the
-        repartition topic's commit markers) drains to 0.
-
-        Examples
-        --------
-        >>> fp = FetchProcess.__new__(FetchProcess)
-        >>> fp.positions = {("t", 0): (8, 9)}  # records up to 7 sent, a marker at 8
-        >>> fp.consumed_to("t", 0, 8), fp.consumed_to("t", 0, 5), fp.consumed_to("t", 1, 3)
-        (9, 5, 3)
-        """
-        got = self.positions.get((topic, partition))
-        if got is None or next_offset < got[0]:
-            return next_offset
-        return max(next_offset, got[1])
 
     def last_error(self) -> str:
         """Return the last line the child wrote to stderr (its exit reason), or ``"?"``."""

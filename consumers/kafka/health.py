@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from consumers.kafka.read_positions import ReadPositions
+
 log = logging.getLogger("certmon.kafka")
 
 __all__ = ["BrokerCheck", "EndOffsetProbe", "ProgressLog", "update_lag"]
@@ -172,27 +174,31 @@ class ProgressLog:
         self._records, self._last = 0, now
 
 
-def update_lag(metrics: Any, consumer: Any, workers: dict[int, Any], fetcher: Any) -> int:
+def update_lag(metrics: Any, consumer: Any, workers: dict[int, Any], fetcher: Any,
+               read: ReadPositions) -> int:
     """Set each owned topic-partition's lag gauge; return the total lag (messages).
 
-    The high watermark comes from the fetch process when there is one (the group member's
-    own fetch positions are paused), else from the consumer. A partition none of whose
-    records was read yet (e.g. one no suite's events went to) is read from its beginning:
-    its lag counts from offset 0, so an empty partition shows 0, not nothing. With a fetch
-    process, offsets that hold no record (transaction markers: the repartition topic is
-    written in transactions; aborted or expired records) count as read once the records
-    before them are processed, so a caught-up partition shows 0 (without one, a trailing
-    marker counts as 1 message until the next record).
+    The high watermark and the reading positions come from the fetch process when there is
+    one (the group member's own fetch positions are paused), else from the consumer and
+    ``read`` (the ends of the records its polls returned). A partition none of whose records
+    was read yet (e.g. one no suite's events went to) is read from its beginning: its lag
+    counts from offset 0, so an empty partition shows 0, not nothing. Offsets that hold no
+    record (transaction markers: the repartition topic is written in transactions; aborted
+    or expired records) count as read once the records before them are processed
+    (:class:`~consumers.kafka.read_positions.ReadPositions`), so a caught-up partition shows 0.
     """
     total = 0
     for tp in consumer.assignment():
         worker = workers.get(tp.partition)
-        high = (consumer.highwater(tp) if fetcher is None
-                else fetcher.highwaters.get((tp.topic, tp.partition)))
+        if fetcher is None:
+            high = consumer.highwater(tp)
+            if worker is not None:
+                read.note(tp.topic, tp.partition, None, consumer.position(tp, timeout_ms=0))
+        else:
+            high = fetcher.highwaters.get((tp.topic, tp.partition))
+            read = fetcher.read
         if worker is not None and high is not None:
-            done = worker.offsets.get(tp.topic, 0)
-            if fetcher is not None:  # past transaction markers and aborted records too
-                done = fetcher.consumed_to(tp.topic, tp.partition, done)
+            done = read.consumed_to(tp.topic, tp.partition, worker.offsets.get(tp.topic, 0))
             lag = high - done
             metrics.lag(tp.topic, tp.partition, lag)
             total += max(0, lag)

@@ -58,6 +58,7 @@ from consumers.kafka.held import HeldPartitions
 from consumers.kafka.metrics import KafkaMetrics
 from consumers.kafka.ownership import SuiteFence, new_conflicts, owners
 from consumers.kafka.partitions import PartitionWorker, process_records
+from consumers.kafka.read_positions import ReadPositions
 from consumers.kafka.rebalance import RebalanceCallbacks
 from consumers.kafka.repartition import Repartitioner
 from consumers.kafka.retries import RecordFailed, log_failure
@@ -116,6 +117,7 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
         self._consumer: KafkaConsumer | None = None
         self._workers: dict[int, PartitionWorker] = {}
         self._fetcher: FetchProcess | None = None
+        self._read = ReadPositions()  # without a fetch process: the polls' record ends
         self._lock = threading.RLock()
         self._ready = False
         self._ckpt_failed = False  # the last checkpoint attempt failed
@@ -208,6 +210,7 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
 
     def _make_consumer(self, bootstrap_timeout_ms: int | None = None) -> KafkaConsumer:
         self._discard_on_revoke = False
+        self._read.clear()
         return make_consumer(self.kafka, self._on_assigned, self._on_revoked, self._drop,
                              bootstrap_timeout_ms)
 
@@ -281,7 +284,7 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
         changed = self._broker.changed()
         if changed is not None:
             self._connected(changed)
-        lag = (update_lag(self.metrics, consumer, self._workers, self._fetcher)
+        lag = (update_lag(self.metrics, consumer, self._workers, self._fetcher, self._read)
                if self._broker.reachable else None)  # unreachable: unknown (no series)
         if self._progress.due():
             self._progress.emit(partitions=sorted(self._workers), lag=lag,
@@ -324,6 +327,9 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
                              and not group_busy(consumer))
                     records = consumer.poll(timeout_ms=0 if quick else self.kafka.poll_timeout_ms)
                     if records:
+                        for tp, recs in records.items():  # returned: their end (see health)
+                            if recs:
+                                self._read.note(tp.topic, tp.partition, recs[-1].offset + 1, None)
                         self._process_batch(records)
                     fetched: dict[tuple[str, int], Any] = {}
                     if fetcher is not None:

@@ -105,8 +105,9 @@ def _stop(*procs: Consumer) -> None:
         assert proc.terminate() == 0, proc.log_tail()
 
 
+@pytest.mark.parametrize("fetch_process", [True, False], ids=["fetch-process", "one-process"])
 def test_a_caught_up_instance_shows_no_lag_on_the_transactional_repartition_topic(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, fetch_process: bool
 ) -> None:
     """Every repartition transaction ends with a commit marker that takes an offset: counting
     from the last record, a caught-up partition showed a lag of 1 forever (gauge and the
@@ -115,8 +116,8 @@ def test_a_caught_up_instance_shows_no_lag_on_the_transactional_repartition_topi
     from tests.kafka.kafka_harness import sample, scrape_until
 
     setup = KafkaSetup(kafka_bootstrap, topic_prefix, tmp_path, partitions=3, every=50,
-                       every_seconds=0.5, metrics=True)  # fmt: skip
-    assert setup.kafka.repartition and setup.kafka.fetch_process
+                       every_seconds=0.5, metrics=True, fetch_process=fetch_process)  # fmt: skip
+    assert setup.kafka.repartition and setup.kafka.fetch_process == fetch_process
     records = make_events(600, n_suites=4, seed=31)
     setup.produce(records)
     proc = setup.start("a")

@@ -12,6 +12,7 @@ import pytest
 
 from consumers.kafka.fetcher import FetchProcess, decode_frames, encode_frame, group_busy
 from consumers.kafka.partitions import Columns
+from consumers.kafka.read_positions import ReadPositions
 from monitor.errors import CertmonError
 
 Batch = tuple[int, str, int, "int | None", list[tuple[int, "bytes | None"]], "int | None"]
@@ -66,7 +67,7 @@ def echo() -> Iterator[FetchProcess]:
     fp.epoch = 2
     fp._buf = bytearray()
     fp.highwaters = {}
-    fp.positions = {}
+    fp.read = ReadPositions()
     yield fp
     fp.close()
 
@@ -104,13 +105,14 @@ def test_reading_reaches_the_position_past_markers_once_the_records_are_processe
     stdin.flush()
     for _ in range(50):
         echo.poll(0.1)
-        if echo.positions.get(("t", 0), (0, 0))[1] == 8 and ("t", 1) in echo.positions:
+        if echo.read.consumed_to("t", 0, 7) == 8 and echo.read.consumed_to("t", 1, 0) == 4:
             break
-    assert echo.positions == {("t", 0): (7, 8), ("t", 1): (0, 4)}
-    assert echo.consumed_to("t", 0, 5) == 5  # records 5-6 not processed yet: not past them
-    assert echo.consumed_to("t", 0, 7) == 8  # processed: the marker is read too (lag 0)
-    assert echo.consumed_to("t", 1, 0) == 4
-    assert echo.consumed_to("t", 2, 3) == 3  # nothing known
+    assert echo.read.consumed_to("t", 0, 5) == 5  # records 5-6 not processed: not past them
+    assert echo.read.consumed_to("t", 0, 7) == 8  # processed: the marker is read too (lag 0)
+    assert echo.read.consumed_to("t", 1, 0) == 4
+    assert echo.read.consumed_to("t", 2, 3) == 3  # nothing known
+    echo.assign({})  # a new assignment: the positions restart
+    assert echo.read.consumed_to("t", 0, 7) == 7
 
 
 def test_a_dead_child_is_an_error(echo: FetchProcess) -> None:

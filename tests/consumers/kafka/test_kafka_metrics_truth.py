@@ -15,18 +15,47 @@ from kafka.structs import TopicPartition
 
 from consumers.kafka.fetcher import decode_frames, encode_frame
 from consumers.kafka.health import update_lag
+from consumers.kafka.read_positions import ReadPositions
 from tests.consumers.kafka.test_units import TOPIC, FakeConsumer, _records, _runner
 
 LAG = "certmon_kafka_consumer_lag_messages"
 
 
 class Watermarks(FakeConsumer):
-    def __init__(self, highs: dict[int, int]) -> None:
+    def __init__(self, highs: dict[int, int], positions: dict[int, int] | None = None) -> None:
         super().__init__()
         self.highs = highs
+        self.positions = positions or {}
 
     def highwater(self, tp: TopicPartition) -> int | None:
         return self.highs.get(tp.partition)
+
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        return self.positions.get(tp.partition)
+
+
+def test_a_trailing_transaction_marker_is_not_lag_once_the_records_are_processed(
+    tmp_path: Path,
+) -> None:
+    """One process (no fetch child): a poll returned offsets 0-19, the consumer's position
+    stands at 21 past a commit marker at 20, the high watermark is 21."""
+    runner, _, _ = _runner(tmp_path)
+    consumer = Watermarks({0: 21}, {0: 21})
+    runner._consumer = consumer  # type: ignore[assignment]
+    tp0 = TopicPartition(TOPIC, 0)
+    consumer.assigned = {tp0}
+    runner._on_assigned([tp0])
+    read = ReadPositions()
+    read.note(TOPIC, 0, 20, None)  # what the poll returned
+    update_lag(runner.metrics, consumer, runner._workers, None, read)
+    registry = runner.registry
+    assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "0"}) == 21.0
+    runner._process({tp0: _records(0, 10)})  # offsets 0-19 processed
+    update_lag(runner.metrics, consumer, runner._workers, None, read)
+    assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "0"}) == 0.0
+    consumer.highs[0] = 30  # more records: the lag counts from the position
+    update_lag(runner.metrics, consumer, runner._workers, None, read)
+    assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "0"}) == 9.0
 
 
 def test_lag_of_every_assigned_partition_even_without_records(tmp_path: Path) -> None:
@@ -37,12 +66,12 @@ def test_lag_of_every_assigned_partition_even_without_records(tmp_path: Path) ->
     consumer.assigned = {tp0, tp1}
     runner._on_assigned([tp0, tp1])
     runner._process({tp0: _records(0, 10)})  # partition 1: no record, no suite
-    update_lag(runner.metrics, consumer, runner._workers, None)
+    update_lag(runner.metrics, consumer, runner._workers, None, ReadPositions())
     registry = runner.registry
     assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "0"}) == 80.0
     assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "1"}) == 0.0
     consumer.highs[1] = 5  # records arrive on partition 1, none read yet: lag 5
-    update_lag(runner.metrics, consumer, runner._workers, None)
+    update_lag(runner.metrics, consumer, runner._workers, None, ReadPositions())
     assert registry.get_sample_value(LAG, {"topic": TOPIC, "partition": "1"}) == 5.0
 
 
@@ -64,7 +93,7 @@ def test_lag_is_unknown_while_the_brokers_are_unreachable(tmp_path: Path) -> Non
 
 def test_fetch_frames_without_records_carry_the_high_watermark() -> None:
     frames, used = decode_frames(bytearray(encode_frame(3, TOPIC, 1, 42, ())))
-    assert used > 0 and frames == [(3, TOPIC, 1, 42, [], [])]
+    assert used > 0 and frames == [(3, TOPIC, 1, 42, -1, [], [])]
 
 
 def test_state_version_changes_exactly_with_the_state(tmp_path: Path) -> None:

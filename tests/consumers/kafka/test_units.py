@@ -110,6 +110,9 @@ class FakeConsumer:
     def highwater(self, tp: TopicPartition) -> int | None:
         return 100
 
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        return None  # unknown (kafka-python: not fetched yet)
+
     def commit(self, offsets: dict[TopicPartition, Any], timeout_ms: int | None = None) -> None:
         self.commits.append(offsets)  # kafka-python's signature (timeout_ms: the runner's budget)
 
@@ -265,7 +268,7 @@ def test_runner_assign_process_checkpoint_restore(tmp_path: Path) -> None:
     assert sinks["alerts"].records, "certified alert expected"
     assert sinks["dead_letters"].records[0]["source"] == {
         "kind": "kafka", "topic": TOPIC, "partition": 0, "offset": 40}  # fmt: skip
-    update_lag(runner.metrics, consumer, runner._workers, runner._fetcher)
+    update_lag(runner.metrics, consumer, runner._workers, runner._fetcher, runner._read)
     runner._maybe_checkpoint(consumer, force=True)  # type: ignore[arg-type]
     assert consumer.commits and consumer.commits[-1][tp0].offset == 41
     ckpt = load_checkpoint(LocalDirectoryStore(tmp_path), partition_key(TOPIC, 0))
