@@ -283,9 +283,10 @@ class PlugInEProcess:
         if not self._sw:
             return self._bets
         cap = self._c / (self._off + self._rho)
-        sb = cap if sure(self._app, self._napp, self._alpha, self._c, self._sgn, self._off,
-                         self._rho) else follow_bet(self._u, self._bets)
-        return [*self._bets, sb]
+        if sure(self._app, self._napp, self._alpha, self._c, self._sgn, self._off, self._rho):
+            return [*self._bets, cap]
+        sb = follow_bet(self._u, self._bets)
+        return [*self._bets, sb if sb < cap else cap]  # <= cap but for rounding
 
     # ------------------------------------------------------------------ update
     def advance(self, human: float, shift: float, rho: float | None = None,

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import mul
 
 from monitor.stats.betting.bets import Side
 from monitor.stats.betting.plugin_bounds import worst_log_factors
@@ -104,12 +105,8 @@ def follow_bet(u: Sequence[float], bets: Sequence[float]) -> float:
 
     The switch cell's bet when it is not sure: its factor is then the fixed cells' mixture's.
     """
-    num = 0.0
-    den = 0.0
-    for a, b in zip(u, bets, strict=False):
-        num += a * b
-        den += a
-    return num / den if den > 0.0 else 0.0
+    den = sum(u[: len(bets)])
+    return sum(map(mul, u, bets)) / den if den > 0.0 else 0.0
 
 
 def worst_log_factor(alpha: float, side: Side, c: float, human: float | None,
