@@ -10,8 +10,9 @@ is computed exactly for these discrete losses. Rules (R-AutoEval+, 10 rhos):
 
 - ``old default``: anytime WSR, c = 1/2, wealth-weighted mixture over 10 rhos (before plugin_up);
 - ``plugin_up`` (the default): plug-in reliance, universal portfolio over fixed bets, c = 0.95,
-  with the judge prior while every human loss seen was 0 (``plugin_rho``);
-- ``no prior``: the same without the judge prior (an earlier default);
+  with the judge prior while every human loss seen was 0 (``plugin_rho``) and the switch cell
+  (``cap_switch``; without it: ``benchmarks/plugin_gap.py``, column ``no switch``);
+- ``no prior``: the same without the judge prior (an earlier default had neither);
 - ``start 1``: a study variant, not adopted: ``no prior`` with the reliance at rho = 1
   from the start and while the human losses have not varied;
 - ``UP``: the paper's universal portfolio over the whole bet range (``--up-grid`` cells,

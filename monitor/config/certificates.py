@@ -118,6 +118,13 @@ class CertificateConfig(Section):
         DEFAULT_UP_GRID,
         description="Cells of the universal portfolio's grid over the whole bet range "
         "(`betting = \"up\"` only). Integer >= 1.")
+    cap_switch: bool = Field(
+        True,
+        description="`betting = \"plugin_up\"` only: the R-AutoEval+ row also keeps a switch "
+        "cell (half the prior mass) that follows the fixed bets' mixture, or bets the cap once a "
+        "lower confidence bound of the plug-in Kelly bet reaches it (fewer labels where the "
+        "best bet is past the cap: low risks, good judges). False: the earlier bettor (8 fixed "
+        "bets only). Checkpoints keep the bettor they were saved with.")
     cs_grid: PosInt | None = Field(
         DEFAULT_CS_GRID,
         description="Resolution of each method's confidence sequence on the risk "

@@ -66,7 +66,8 @@ def build_group(cert: CertificateConfig, threshold_delta: float) -> CertificateG
     >>> build_group(c, 0.025)["r_eval"].threshold_delta
     0.025
     """
-    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid)
+    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid,
+                    cap_switch=cert.cap_switch)
     return CertificateGroup(cert.alpha, cert.delta, cert.methods, bet, n_rhos=cert.rhos,
                             cs_grid=cert.cs_grid, threshold_delta=threshold_delta,
                             cs_kind=cert.cs_kind)
@@ -81,7 +82,8 @@ def build_monitor(cert: CertificateConfig, method: str, threshold_delta: float) 
     >>> build_monitor(c, "r_eval", 0.025).threshold_delta
     0.025
     """
-    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid)
+    bet = BetConfig(rule=cert.betting, c=cert.bet_cap, horizon=cert.horizon, up_grid=cert.up_grid,
+                    cap_switch=cert.cap_switch)
     return RiskMonitor(
         cert.alpha,
         cert.delta,

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin import bet_grid, own_cells
 from monitor.stats.betting.plugin_round import AGREE_RATIO, MIN_ROUNDS
+from monitor.stats.betting.plugin_switch import N0, Z, with_switch
 
 __all__ = ["PlugInBatch"]
 
@@ -46,6 +47,9 @@ class PlugInBatch:
         from the first round and while the human losses have not varied. None: no such start.
     cells : pair of sequences of float, optional
         Fixed bets and prior weights instead of ``bet_grid``'s (as for ``PlugInEProcess``).
+
+    The switch cell (``bet.cap_switch``, a plug-in reliance on the default cells) is kept as
+    ``PlugInEProcess`` keeps it (:mod:`monitor.stats.betting.plugin_switch`), last.
 
     Examples
     --------
@@ -78,9 +82,12 @@ class PlugInBatch:
         self._grid = np.array([float(v) for v in rhos])
         self._plug = self._grid.size > 1
         lam, w = bet_grid(self._alpha, side, self._c) if cells is None else own_cells(cells)
+        self._sw = self._plug and cells is None and bet.cap_switch
+        if self._sw:
+            w = with_switch(w)
         self._lam = np.array(lam)[None, :]
         self._log_prior = np.log(np.array(w))[None, :]
-        self._lw = np.zeros((reps, len(lam)))
+        self._lw = np.zeros((reps, len(w)))
         self._sums = np.zeros((5, reps))
         # the study variant's start value; the judge prior (as PlugInEProcess by default)
         self._start = float(start) if self._plug and start is not None else None
@@ -102,7 +109,26 @@ class PlugInBatch:
     @property
     def bets(self) -> Array:
         """Each stream's cell bets for the next round, shape (reps, cells)."""
-        out: Array = np.minimum(self._lam, (self._c / (self._off + self._rho))[:, None])
+        cap = self._c / (self._off + self._rho)
+        out: Array = np.minimum(self._lam, cap[:, None])
+        if self._sw:  # the switch cell: the cap when sure, else the fixed cells' mixture's bet
+            v = self._lw[:, :-1] + self._log_prior[:, :-1]
+            u = np.exp(v - v.max(axis=1, keepdims=True))
+            follow = (u * out).sum(axis=1) / u.sum(axis=1)
+            out = np.concatenate([out, np.where(self._sure(cap), cap, follow)[:, None]], axis=1)
+        return out
+
+    def _sure(self, cap: Array) -> Array:
+        t = self._rounds
+        if t < 2:
+            return np.zeros(self._rho.shape, dtype=bool)
+        sl, sd, sll, sld, sdd = self._sums / t
+        r = self._rho
+        e = self._sgn * (self._alpha - (sl + r * sd))
+        v = np.maximum((sll - sl * sl) + 2.0 * r * (sld - sl * sd) + r * r * (sdd - sd * sd), 0.0)
+        v = (v * t + N0 * 0.25) / (t + N0)
+        lo = e - Z * np.sqrt(v / t)
+        out: Array = (lo > 0.0) & (lo >= cap * (v + e * e))
         return out
 
     @property

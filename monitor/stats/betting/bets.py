@@ -83,6 +83,12 @@ class BetConfig:
     up_grid : int
         UP only: number of bets in the grid (cell midpoints of ``[0, 1]`` scaled by the largest
         bet ``1 / (M - alpha)``). Default 1000 (the paper uses 10^4).
+    cap_switch : bool
+        ``plugin_up`` only: a plug-in row also keeps the switch cell
+        (:mod:`monitor.stats.betting.plugin_switch`); False for the other rules. Default
+        True; a saved config without
+        the key (written before it existed) reads as False, so older checkpoints continue
+        with the bettor they were saved with.
 
     Notes
     -----
@@ -108,9 +114,11 @@ class BetConfig:
     c: float
     horizon: int | None
     up_grid: int
+    cap_switch: bool
 
     def __init__(self, rule: Rule = "plugin_up", c: float | None = None,
-                 horizon: int | None = None, up_grid: int = DEFAULT_UP_GRID) -> None:
+                 horizon: int | None = None, up_grid: int = DEFAULT_UP_GRID,
+                 cap_switch: bool = True) -> None:
         if rule not in RULES:
             raise ValueError(f"BetConfig.rule must be one of {RULES}, got {rule!r}")
         if c is None:
@@ -125,10 +133,13 @@ class BetConfig:
             raise ValueError(f"BetConfig.horizon applies to rule 'wsr' only, not {rule!r}")
         if isinstance(up_grid, bool) or not isinstance(up_grid, int) or up_grid < 1:
             raise ValueError(f"BetConfig.up_grid must be an int >= 1, got {up_grid!r}")
+        if not isinstance(cap_switch, bool):
+            raise ValueError(f"BetConfig.cap_switch must be a bool, got {cap_switch!r}")
         object.__setattr__(self, "rule", rule)
         object.__setattr__(self, "c", float(c))
         object.__setattr__(self, "horizon", horizon)
         object.__setattr__(self, "up_grid", up_grid)
+        object.__setattr__(self, "cap_switch", cap_switch and rule == "plugin_up")
 
     def confseq_config(self) -> BetConfig:
         """Bet config of the confidence sequence: ``plugin_up`` maps to anytime WSR, c = 1/2."""
@@ -139,13 +150,16 @@ class BetConfig:
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-serializable dict (inverse of :meth:`from_dict`)."""
         return {"rule": self.rule, "c": float(self.c), "horizon": self.horizon,
-                "up_grid": self.up_grid}
+                "up_grid": self.up_grid, "cap_switch": self.cap_switch}
 
     @classmethod
     @restorer("BetConfig")
     def from_dict(cls, d: dict[str, object]) -> BetConfig:
-        """Build a config from :meth:`to_dict` output; unknown keys raise ``ValueError``."""
-        unknown = set(d) - {"rule", "c", "horizon", "up_grid"}
+        """Build a config from :meth:`to_dict` output; unknown keys raise ``ValueError``.
+
+        ``cap_switch`` absent (a config saved before it existed): False.
+        """
+        unknown = set(d) - {"rule", "c", "horizon", "up_grid", "cap_switch"}
         if unknown:
             raise ValueError(f"unknown BetConfig keys: {sorted(unknown)}")
         rule = d.get("rule", "plugin_up")
@@ -158,7 +172,11 @@ class BetConfig:
             raise ValueError(f"bad BetConfig dict: {d!r}")
         if horizon is not None and not isinstance(horizon, int):
             raise ValueError(f"bad BetConfig horizon: {horizon!r}")
-        return cls(rule=rule, c=None if c is None else float(c), horizon=horizon, up_grid=up)
+        sw = d.get("cap_switch", False)
+        if not isinstance(sw, bool):
+            raise ValueError(f"bad BetConfig cap_switch: {sw!r}")
+        return cls(rule=rule, c=None if c is None else float(c), horizon=horizon, up_grid=up,
+                   cap_switch=sw)
 
 
 def bet_cap(alpha: float, lo: float, hi: float, side: Side, c: float) -> float:

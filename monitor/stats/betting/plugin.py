@@ -28,14 +28,13 @@ The row bets with a universal portfolio over fixed bets (:func:`bet_grid`): 8 ce
 of ``(0, c / max(alpha, 1 - alpha)]`` plus a geometric (ratio sqrt 2) extension up to the
 side's rho = 0 cap, carrying 25% of the prior mass; each bet is clipped at the round's cap
 ``c / (1 + rho_t - alpha)`` (certify) or ``c / (alpha + rho_t)`` (violate), ``c = 0.95`` by
-default. Why this one (measured on Example 1 streams, median labels / clairvoyant at
-delta 0.01): the anytime WSR bet shrinks like ``1 / sqrt(t log t)`` and cost 1.4-1.9x; c = 1/2
-caps good judges (the clairvoyant Kelly bet sits at the cap); aGRAPA overbets early and ONS
-stalls (1.2-5x); a doubling-horizon WSR mixture and averages with aGRAPA were within a few
-percent but not better; a fixed 10-rho average pays up to ``log 10`` nats, the plug-in
-reliance about nothing; a variance-minimising (not cap-aware) reliance lost 14% to R-Eval on
-Beta losses. ``benchmarks/labels_vs_oracle.py`` measures the result against the old default,
-the paper's UP and the paper's WSR told the horizon.
+default. With ``BetConfig.cap_switch`` (default) a plug-in row also keeps the switch cell
+(half the prior mass): it follows the fixed cells' mixture, or bets the cap once a lower bound
+of the plug-in Kelly bet reaches it (:mod:`.plugin_switch`). Measured alternatives (median
+labels / clairvoyant, ``benchmarks/labels_vs_oracle.py`` and ``benchmarks/plugin_gap.py``):
+anytime WSR 1.4-1.9x; c = 1/2 caps good judges; aGRAPA and ONS 1.2-5x; a fixed 10-rho average
+pays up to ``log 10`` nats; a geometric bet grid wins at gamma 0.7 (1.26x -> 1.15x) and loses
+where the Kelly bet is past the cap (up to 1.26x -> 1.59x).
 
 Cost: O(G + S) plain-float operations per round (G = 8 to 14 bet cells, S candidate rhos).
 """
@@ -48,6 +47,14 @@ from typing import Any
 
 from monitor.stats.betting.bets import BetConfig, Side
 from monitor.stats.betting.plugin_bounds import add_worst_log_factors, worst_log_factors
+from monitor.stats.betting.plugin_grid import (
+    CELLS,
+    EXT_RATIO,
+    EXT_WEIGHT,
+    bet_grid,
+    merge_clipped,
+    own_cells,
+)
 from monitor.stats.betting.plugin_round import (
     cell_log_wealths,
     log_wealth_with,
@@ -63,75 +70,11 @@ from monitor.stats.betting.plugin_state import (
     plugin_state,
     read_dynamics,
 )
+from monitor.stats.betting.plugin_switch import follow_bet, sure, with_switch, worst_log_factor
 from monitor.stats.state_contract import check_header, restorer
 
-__all__ = ["PlugInEProcess", "bet_grid", "merge_clipped", "own_cells", "plugin_rho"]
-
-CELLS = 8
-EXT_RATIO = math.sqrt(2.0)
-EXT_WEIGHT = 0.25
-
-
-def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
-    """Return the fixed bets ``lam_k`` and their prior weights for one side.
-
-    ``CELLS = 8`` midpoints of ``(0, lam0]`` with ``lam0 = c / max(alpha, 1 - alpha)`` share
-    75% of the mass; a geometric extension ``lam0 sqrt(2)^j`` up to the side's largest cap
-    (``c / (1 - alpha)`` certify, ``c / alpha`` violate) shares 25% (none if ``lam0`` already
-    reaches it).
-
-    Examples
-    --------
-    >>> lam, w = bet_grid(0.5, "certify", 0.95)
-    >>> [round(v, 5) for v in lam[:2]], len(lam), sum(w)
-    ([0.11875, 0.35625], 8, 1.0)
-    >>> lam, w = bet_grid(0.12, "violate", 0.95)
-    >>> # the last cell passes the rho = 0 cap 0.95 / 0.12; each round clips it at its cap
-    >>> len(lam), round(sum(w), 12), round(sum(w[8:]), 12), round(lam[-1] * 0.12, 3)
-    (14, 1.0, 0.25, 1.036)
-    """
-    lam0 = c / max(alpha, 1.0 - alpha)
-    lam_max = c / (1.0 - alpha) if side == "certify" else c / alpha
-    lin = [lam0 * (k + 0.5) / CELLS for k in range(CELLS)]
-    n_ext = max(0, math.ceil(math.log(lam_max / lam0) / math.log(EXT_RATIO) - 1e-9))
-    if n_ext == 0:
-        return lin, [1.0 / CELLS] * CELLS
-    ext = [lam0 * EXT_RATIO ** j for j in range(1, n_ext + 1)]
-    w = [(1.0 - EXT_WEIGHT) / CELLS] * CELLS + [EXT_WEIGHT / n_ext] * n_ext
-    return lin + ext, w
-
-
-def own_cells(cells: tuple[Sequence[float], Sequence[float]]) -> tuple[list[float],
-                                                                         list[float]]:
-    """Check and copy fixed bets and prior weights given instead of :func:`bet_grid`'s.
-
-    Examples
-    --------
-    >>> own_cells(([0.5, 1.0], [0.25, 0.75]))
-    ([0.5, 1.0], [0.25, 0.75])
-    """
-    lam, w = [float(v) for v in cells[0]], [float(v) for v in cells[1]]
-    if not lam or len(lam) != len(w) or not all(v > 0.0 for v in lam + w) or not (
-            abs(sum(w) - 1.0) < 1e-9):
-        raise ValueError("cells must be positive bets and positive weights summing to 1")
-    return lam, w
-
-
-def merge_clipped(lam: list[float], w: list[float], cap: float) -> tuple[list[float],
-                                                                         list[float]]:
-    """Merge the cells a fixed ``cap`` clips into one cell at ``cap`` (exact: equal bets).
-
-    Examples
-    --------
-    >>> merge_clipped([0.5, 1.0, 1.5], [0.25, 0.25, 0.5], 0.8)
-    ([0.5, 0.8], [0.25, 0.75])
-    """
-    keep = [v for v in lam if v < cap]
-    lam, w = [*keep, cap], [*w[: len(keep)], sum(w[len(keep):])]
-    if w[-1] == 0.0:
-        lam, w = lam[:-1], w[:-1]
-    return lam, w
-
+__all__ = ["CELLS", "EXT_RATIO", "EXT_WEIGHT", "PlugInEProcess", "bet_grid", "merge_clipped",
+           "own_cells", "plugin_rho"]
 
 class PlugInEProcess:
     """One-sided e-process of the ``plugin_up`` rule: one row, plug-in or fixed reliance.
@@ -180,9 +123,10 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_jp", "_lam", "_learned",
-                 "_log_e", "_off", "_plug", "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn",
-                 "_side", "_since", "_sums", "_u")  # one per test and model: no per-instance dict
+    # one per test and model: no per-instance dict
+    __slots__ = ("_alpha", "_app", "_bet", "_bets", "_c", "_delta", "_jp", "_lam", "_learned",
+                 "_log_e", "_napp", "_off", "_plug", "_prior", "_ref", "_rho", "_rhos", "_rounds",
+                 "_sgn", "_side", "_since", "_sums", "_sw", "_u")
 
     def __init__(self, alpha: float, delta: float, side: Side, rhos: Sequence[float],
                  bet: BetConfig, *,
@@ -212,6 +156,12 @@ class PlugInEProcess:
         if not self._plug:  # a fixed reliance clips the same cells every round
             lam, w = merge_clipped(lam, w, self._c / (self._off + rs[0]))
         self._lam = lam
+        # the switch cell (plugin_switch): a plug-in row on the default grid, last in the cells
+        self._sw = self._plug and cells is None and bet.cap_switch
+        if self._sw:
+            w = with_switch(w)
+        self._app = [0.0] * 5  # the switch cell's sums over the rounds applied (since restart)
+        self._napp = 0
         # cell wealths in linear scale, prior included: u_k = w_k W_k exp(-ref); the mixture
         # is ref + log(sum u) (renormalised before it can over- or underflow)
         self._prior = list(w)
@@ -239,7 +189,7 @@ class PlugInEProcess:
         >>> proto.spawn().to_state() == proto.to_state(), a.rounds
         (True, 1)
         """
-        if self._rounds or self._since or self._learned:
+        if self._rounds or self._since or self._learned or self._napp:
             raise ValueError("spawn only from a process that has seen no round (a prototype)")
         new = PlugInEProcess.__new__(PlugInEProcess)  # explicit: faster than copy.copy
         new._alpha, new._delta = self._alpha, self._delta
@@ -251,6 +201,7 @@ class PlugInEProcess:
         new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
         new._u = list(self._u)  # state: replaced every round, copied to be safe
         new._sums = [0.0] * 5  # state: updated in place
+        new._sw, new._app, new._napp = self._sw, [0.0] * 5, 0
         return new
 
     def _set_rho(self, rho: float) -> None:
@@ -320,7 +271,22 @@ class PlugInEProcess:
     @property
     def next_bet(self) -> float:
         """Effective (wealth-weighted) bet of the next round: the mixture's own factor."""
-        return sum(u * b for u, b in zip(self._u, self._bets, strict=True)) / sum(self._u)
+        return sum(u * b for u, b in zip(self._u, self._round_bets(), strict=True)) / sum(self._u)
+
+    @property
+    def cap_switch(self) -> bool:
+        """True when the row keeps the switch cell (:mod:`.plugin_switch`), the last cell."""
+        return self._sw
+
+    def _round_bets(self) -> list[float]:
+        """Return the cells' bets for a round at reliance :attr:`rho` (the switch cell's last)."""
+        if not self._sw:
+            return self._bets
+        cap = self._c / (self._off + self._rho)
+        if sure(self._app, self._napp, self._alpha, self._c, self._sgn, self._off, self._rho):
+            return [*self._bets, cap]
+        sb = follow_bet(self._u, self._bets)
+        return [*self._bets, sb if sb < cap else cap]  # <= cap but for rounding
 
     # ------------------------------------------------------------------ update
     def advance(self, human: float, shift: float, rho: float | None = None,
@@ -336,8 +302,16 @@ class PlugInEProcess:
         if rho is not None and rho != now:
             self._set_rho(rho)
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+        self._u, self._ref, self._log_e = step(self._u, self._round_bets(), x, self._ref)
         self._rounds += 1
+        if self._sw:  # the switch cell's statistics: rounds applied, in order
+            a = self._app
+            a[0] += human
+            a[1] += shift
+            a[2] += human * human
+            a[3] += human * shift
+            a[4] += shift * shift
+            self._napp += 1
         if learn:
             self.learn(human, shift)
         elif self._rho != now:
@@ -376,7 +350,7 @@ class PlugInEProcess:
         if rho is not None and rho != now:
             self._set_rho(rho)  # the round's own reliance, then back to the current one
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+        self._u, self._ref, self._log_e = step(self._u, self._round_bets(), x, self._ref)
         if self._rho != now:
             self._set_rho(now)
         return self._log_e
@@ -391,7 +365,10 @@ class PlugInEProcess:
         """
         if rho is None and not self._plug:
             rho = self._rhos[0]
-        return worst_log_factors(self._alpha, self._side, self._lam, self._c, human, rho, shift)
+        out = worst_log_factors(self._alpha, self._side, self._lam, self._c, human, rho, shift)
+        if self._sw:
+            out.append(worst_log_factor(self._alpha, self._side, self._c, human, rho, shift))
+        return out
 
     def bound_add(self, s: list[float] | None, sign: float, human: float | None, shift: float,
                   rho: float | None = None) -> list[float]:
@@ -410,8 +387,19 @@ class PlugInEProcess:
         """
         if rho is None and not self._plug:
             rho = self._rhos[0]
-        return add_worst_log_factors(s, sign, self._alpha, self._side, self._lam, self._c, human,
-                                     rho, shift)
+        if not self._sw:
+            return add_worst_log_factors(s, sign, self._alpha, self._side, self._lam, self._c,
+                                         human, rho, shift)
+        last = worst_log_factor(self._alpha, self._side, self._c, human, rho, shift)
+        if s is None:
+            out = add_worst_log_factors(None, sign, self._alpha, self._side, self._lam, self._c,
+                                        human, rho, shift)
+            return [*out, sign * last]
+        if len(s) != len(self._lam) + 1:
+            raise ValueError("sums and cells differ in length")
+        out = add_worst_log_factors(s[:-1], sign, self._alpha, self._side, self._lam, self._c,
+                                    human, rho, shift)
+        return [*out, s[-1] + sign * last]
 
     def log_wealth_with(self, terms: Sequence[float], floor: float = -math.inf) -> float:
         """Log wealth of the mixture if each cell ``k`` also took the log factor ``terms[k]``.
@@ -437,13 +425,15 @@ class PlugInEProcess:
             self._sums = [0.0] * 5
             self._since = self._learned
             self._set_rho(0.0)
+            self._app, self._napp = [0.0] * 5, 0
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict[str, Any]:
         """Return the full state as a JSON-serializable dict (Python floats, exact)."""
         return plugin_state(self._alpha, self._delta, self._side, self._rhos, self._bet,
                             PlugInDynamics(self._rounds, self._sums, self._since, self._learned,
-                                           self._ref, self._u))
+                                           self._ref, self._u,
+                                           applied=(self._app, self._napp) if self._sw else None))
 
     @classmethod
     @restorer("PlugInEProcess")
@@ -466,14 +456,16 @@ class PlugInEProcess:
             If ``d`` is not such a state, its configuration differs, or a value is invalid.
         """
         check_loadable(d, (self._alpha, self._delta, self._side, list(self._rhos), self._bet),
-                       not (self._rounds or self._since or self._learned))
+                       not (self._rounds or self._since or self._learned or self._napp))
         self._load(d)
 
     def _load(self, d: dict[str, Any]) -> None:
         """Set the dynamic part of a state on a fresh process of its configuration."""
-        dyn = read_dynamics(d, self._prior)
+        dyn = read_dynamics(d, self._prior, self._sw)
         self._u, self._ref, self._sums, self._log_e = dyn.cells, dyn.ref, dyn.sums, dyn.log_wealth
         self._rounds, self._learned, self._since = dyn.rounds, dyn.learned, dyn.since
+        if dyn.applied is not None:
+            self._app, self._napp = list(dyn.applied[0]), dyn.applied[1]
         if self._plug:
             self._set_rho(plugin_rho(self._learned - self._since, self._sums, self._alpha,
                                      self._c, self._side, self._rhos, self._jp))

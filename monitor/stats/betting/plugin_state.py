@@ -63,6 +63,9 @@ class PlugInDynamics:
         Cell wealths in linear scale, prior included (``u_k = w_k W_k exp(-ref)``).
     log_wealth : float
         The mixture's log wealth (derived; not saved).
+    applied : (list of float, int) or None
+        The switch cell's running sums over the rounds applied and their count
+        (:mod:`.plugin_switch`); None without a switch cell.
     """
 
     rounds: int
@@ -72,6 +75,7 @@ class PlugInDynamics:
     ref: float
     cells: list[float]
     log_wealth: float = 0.0
+    applied: tuple[list[float], int] | None = None
 
 
 def plugin_state(alpha: float, delta: float, side: Side, rhos: Sequence[float], bet: BetConfig,
@@ -91,6 +95,8 @@ def plugin_state(alpha: float, delta: float, side: Side, rhos: Sequence[float], 
         "learned": dyn.learned,
         "ref": dyn.ref,
         "cells": list(dyn.cells),
+        **({} if dyn.applied is None else {"applied": {"sums": list(dyn.applied[0]),
+                                                       "n": dyn.applied[1]}}),
     }
 
 
@@ -113,8 +119,11 @@ def check_loadable(d: dict[str, Any], config: tuple[Any, ...], fresh: bool) -> N
         raise ValueError("PlugInEProcess state: configuration differs")
 
 
-def read_dynamics(d: dict[str, Any], prior: list[float]) -> PlugInDynamics:
-    """Read and check the dynamic part of ``d`` for a process whose cell prior is ``prior``."""
+def read_dynamics(d: dict[str, Any], prior: list[float], switch: bool = False) -> PlugInDynamics:
+    """Read and check the dynamic part of ``d`` for a process whose cell prior is ``prior``.
+
+    ``switch``: the process keeps a switch cell, whose sums ``d["applied"]`` must be there.
+    """
     u = [float(v) for v in d["cells"]]
     sums = [float(v) for v in d["sums"]]
     if len(u) != len(prior) or len(sums) != 5 or not all(v >= 0.0 for v in u) or not (
@@ -130,4 +139,11 @@ def read_dynamics(d: dict[str, Any], prior: list[float]) -> PlugInDynamics:
     # (a missing label's penalty moves the cells without counting a round)
     fresh = rounds == 0 and ref == 0.0 and u == prior
     log_e = 0.0 if fresh else ref + math.log(sum_in_order(u))
-    return PlugInDynamics(rounds, sums, since, learned, ref, u, log_e)
+    applied = None
+    if switch:
+        a = d.get("applied")
+        if not isinstance(a, dict) or len(a.get("sums", ())) != 5 or not (
+                isinstance(a.get("n"), int) and 0 <= a["n"] <= rounds):
+            raise ValueError("PlugInEProcess state: the switch cell's 'applied' sums are bad")
+        applied = ([float(v) for v in a["sums"]], int(a["n"]))
+    return PlugInDynamics(rounds, sums, since, learned, ref, u, log_e, applied)

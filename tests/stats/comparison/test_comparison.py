@@ -65,9 +65,10 @@ def test_comparison_equals_the_batch_twin(grid: str) -> None:
 @pytest.mark.parametrize("side", ["certify", "violate"])
 def test_certificate_grid_is_the_certificates_e_process(side: str) -> None:
     # the comparison's e-process reuses the certificates' per-round functions: with their grid
-    # it is their e-process, bit for bit
+    # it is their e-process (its fixed cells: comparisons keep no switch cell), bit for bit
     mine = DifferenceEProcess(0.51, side, RHOS, "certificate")  # type: ignore[arg-type]
-    theirs = PlugInEProcess(0.51, 0.05, side, RHOS, BetConfig())  # type: ignore[arg-type]
+    theirs = PlugInEProcess(0.51, 0.05, side, RHOS,  # type: ignore[arg-type]
+                            BetConfig(cap_switch=False))
     for r in stream(12, 500, 0.08, 0.05):
         h, s = to_unit(*r)
         assert mine.advance(h, s) == theirs.advance(h, s)
