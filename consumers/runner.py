@@ -28,7 +28,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from consumers.state_json import dumps_state
 from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
@@ -410,11 +410,11 @@ class Runner:
 
 
 def write_state(path: str, view: dict[str, Any]) -> None:
-    """Write STATE.json atomically (sorted keys, indented, no NaN)."""
-    data = json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    """Write STATE.json atomically (sorted keys, indented: :func:`dumps_state`)."""
+    data = dumps_state(view)
     try:
         remove_stale_temps(Path(path).resolve().parent)  # a killed run's partial file
-        atomic_write(path, data.encode())
+        atomic_write(path, data)
     except OSError as exc:
         raise CertmonError(f"cannot write {path}: {exc.strerror or exc}") from None
 

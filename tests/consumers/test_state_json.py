@@ -1,0 +1,49 @@
+"""consumers.state_json: the same bytes as json.dumps(sort_keys=True, indent=2) on any document."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+from consumers.state_json import dumps_state
+
+
+def _reference(view: object) -> bytes:
+    return (json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n").encode()
+
+
+def _floats(rng: np.random.Generator, n: int) -> list[float]:
+    mags = 10.0 ** rng.uniform(-30, 30, n) * rng.random(n) * rng.choice([-1.0, 1.0], n)
+    bits = [struct.unpack("d", struct.pack("Q", int(b)))[0]
+            for b in rng.integers(0, 2**63, n // 4, dtype=np.uint64)]
+    rounded = [round(float(x), int(k)) for x, k in zip(mags[: n // 4], rng.integers(0, 9, n // 4),
+                                                        strict=True)]
+    out = [*mags.tolist(), *bits, *rounded, 0.0, -0.0, 1e16, 1e-5, 9.99e-5, 1e-4, 1e22, 5e-324]
+    return [x for x in out if np.isfinite(x)]
+
+
+def test_random_documents_are_byte_identical() -> None:
+    rng = np.random.default_rng(7)
+    names = ["a", "b: 1e5", "x 0.00001", "m1e-7", "", "z" * 3, "suite.v1", "1e16"]
+    for trial in range(20):
+        floats = _floats(rng, 2000)
+        doc: dict[str, object] = {"counters": {"events_in": int(rng.integers(0, 10**12))}}
+        for i, f in enumerate(floats):
+            name = names[i % len(names)] + str(i % 7)
+            node = doc.setdefault(name, {})
+            assert isinstance(node, dict)
+            node[f"k{i}"] = f if i % 3 else [f, None, True, [], {}, {"x": f}, name]
+        assert dumps_state(doc) == _reference(doc), trial
+
+
+def test_text_msgspec_spells_otherwise_falls_back() -> None:
+    for text in ["caf\u00e9", "tab\there", "quote\"", "back\\slash", "del\x7f", "nl\nx"]:
+        doc = {"models": {text: {"v": 1e-5, "s": text}}}
+        assert dumps_state(doc) == _reference(doc)
+
+
+def test_float_subclasses_and_tuples() -> None:
+    doc = {"x": np.float64(1.5e-7), "t": (1, 2.5e20), "n": np.float64(3.0)}
+    assert dumps_state(doc) == _reference(doc)
