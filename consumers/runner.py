@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from consumers.state_json import dumps_state
 from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
@@ -45,8 +45,10 @@ from monitor.engine import Engine
 from monitor.errors import CertmonError, CheckpointError
 from monitor.events import dead_letter_record
 from monitor.incremental import IncrementalCheckpointer, SaveStats
-from monitor.metrics import OperationalMetrics
 from monitor.sinks import Sink
+
+if TYPE_CHECKING:
+    from monitor.metrics import OperationalMetrics
 
 __all__ = [
     "EventSource",
