@@ -30,6 +30,7 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 # a float token msgspec spells otherwise than repr(): with an exponent, or 0.0000...
 _FLOAT = re.compile(rb"-?(?:[0-9][0-9.]*e[-+]?[0-9]+|0\.0000[0-9]+)")
 # digits -> "0", "e" kept, anything else -> " ": a digit before an "e" becomes b"0e"
+_WINDOW = 1 << 20
 _DIGIT_E = bytes(0x30 if 0x30 <= i <= 0x39 else 0x65 if i == 0x65 else 0x20 for i in range(256))
 
 
@@ -39,22 +40,35 @@ def _float_tokens(data: bytes) -> list[tuple[int, int]]:
     A token is a whole value: after a space (``": "`` or an array's indentation), up to the
     end of its line (an optional comma). Text inside a string never qualifies: an encoded
     string holds no raw newline, so its closing quote would be part of the span. Candidates
-    come from :meth:`bytes.find` (C speed): ``0.0000``, and a digit followed by ``e`` (found
-    in a copy of ``data`` with every digit made ``0``); only they are checked with the regex.
+    come from :func:`_candidates` (:meth:`bytes.find`, C speed); only they are checked with
+    the regex.
     """
     spans: dict[int, int] = {}
-    for text, needle in ((data, b"0.0000"), (data.translate(_DIGIT_E), b"0e")):
-        at = text.find(needle)
-        while at >= 0:
-            start = data.rfind(b" ", 0, at) + 1
-            end = data.find(b"\n", at)
-            if end < 0:
-                end = len(data)
-            stop = end - 1 if data[end - 1:end] == b"," else end
-            if start not in spans and _FLOAT.fullmatch(data, start, stop):
-                spans[start] = stop
-            at = text.find(needle, end)
+    for at in _candidates(data):
+        start = data.rfind(b" ", 0, at) + 1
+        end = data.find(b"\n", at)
+        if end < 0:
+            end = len(data)
+        stop = end - 1 if data[end - 1:end] == b"," else end
+        if start not in spans and _FLOAT.fullmatch(data, start, stop):
+            spans[start] = stop
     return sorted(spans.items())
+
+
+def _candidates(data: bytes) -> list[int]:
+    """Positions of ``0.0000`` and of a digit followed by ``e`` (1 MiB windows at a time)."""
+    found: list[int] = []
+    at = data.find(b"0.0000")
+    while at >= 0:
+        found.append(at)
+        at = data.find(b"0.0000", at + 1)
+    for base in range(0, len(data), _WINDOW):
+        text = data[base:base + _WINDOW + 1].translate(_DIGIT_E)  # overlaps the next by 1
+        at = text.find(b"0e")
+        while at >= 0:
+            found.append(base + at)
+            at = text.find(b"0e", at + 1)
+    return found
 
 
 def dumps_state(view: Any) -> bytes:
@@ -75,12 +89,13 @@ def dumps_state(view: Any) -> bytes:
         return _reference(view)
     if not data.isascii() or b"\\" in data or b"\x7f" in data:
         return _reference(view)
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
+    view_of = memoryview(data)  # slices without copies
     done = 0
     for start, stop in _float_tokens(data):
-        parts += (data[done:start], repr(float(data[start:stop])).encode())
+        parts += (view_of[done:start], repr(float(data[start:stop])).encode())
         done = stop
-    parts += (data[done:], b"\n")
+    parts += (view_of[done:], b"\n")
     return b"".join(parts)
 
 

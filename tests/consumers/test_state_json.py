@@ -47,3 +47,13 @@ def test_text_msgspec_spells_otherwise_falls_back() -> None:
 def test_float_subclasses_and_tuples() -> None:
     doc = {"x": np.float64(1.5e-7), "t": (1, 2.5e20), "n": np.float64(3.0)}
     assert dumps_state(doc) == _reference(doc)
+
+
+def test_documents_longer_than_a_search_window() -> None:
+    rng = np.random.default_rng(3)
+    doc = {f"m{i}": {"log_e": float(x), "pad": "p" * int(k)}
+           for i, (x, k) in enumerate(zip(10.0 ** rng.uniform(-9, -4, 40_000),
+                                          rng.integers(0, 40, 40_000), strict=True))}
+    data = dumps_state(doc)
+    assert len(data) > 3 * 2**20
+    assert data == _reference(doc)
