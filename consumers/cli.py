@@ -25,6 +25,7 @@ from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.config_cli import register as register_config
 from consumers.evaluation_worker.cli import register as register_selection
 from consumers.files import FileSource
+from consumers.gc_policy import paused
 from consumers.progress import Ticker, run_demo
 from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
 from consumers.simulate_cli import cmd_simulate
@@ -121,7 +122,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         hint = "rerun the same command to resume" if store else "STATE.json not written"
         print(f"certmon: interrupted; {hint}", file=sys.stderr)
         return 130
-    write_state(args.state_out, runner.engine.state_view())
+    with paused():  # acyclic, freed by reference counting (consumers.gc_policy.paused)
+        write_state(args.state_out, runner.engine.state_view())
     if not args.quiet:
         where = _where(_sink_spec(args.dead_letters_out, config.sinks.dead_letters))
         for line in replay_summary(runner.engine.counters, time.monotonic() - t0,
