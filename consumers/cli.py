@@ -27,7 +27,13 @@ from consumers.evaluation_worker.cli import register as register_selection
 from consumers.files import FileSource
 from consumers.gc_policy import paused
 from consumers.progress import Ticker, run_demo
-from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
+from consumers.runner import (
+    Outputs,
+    Runner,
+    install_signal_handlers,
+    write_engine_state,
+    write_state,
+)
 from consumers.simulate_cli import cmd_simulate
 from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
@@ -123,7 +129,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"certmon: interrupted; {hint}", file=sys.stderr)
         return 130
     with paused():  # acyclic, freed by reference counting (consumers.gc_policy.paused)
-        write_state(args.state_out, runner.engine.state_view())
+        write_engine_state(args.state_out, runner.engine)
     if not args.quiet:
         where = _where(_sink_spec(args.dead_letters_out, config.sinks.dead_letters))
         for line in replay_summary(runner.engine.counters, time.monotonic() - t0,

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from consumers.state_json import dumps_state
+from consumers.state_json import dumps_state, dumps_state_parts
 from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
@@ -56,6 +56,7 @@ __all__ = [
     "Outputs",
     "Runner",
     "install_signal_handlers",
+    "write_engine_state",
     "write_state",
 ]
 
@@ -413,12 +414,25 @@ class Runner:
 
 def write_state(path: str, view: dict[str, Any]) -> None:
     """Write STATE.json atomically (sorted keys, indented: :func:`dumps_state`)."""
-    data = dumps_state(view)
+    _write(path, dumps_state(view))
+
+
+def _write(path: str, data: bytes) -> None:
     try:
         remove_stale_temps(Path(path).resolve().parent)  # a killed run's partial file
         atomic_write(path, data)
     except OSError as exc:
         raise CertmonError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_engine_state(path: str, engine: Engine) -> None:
+    """Write ``engine``'s STATE.json atomically, one suite's view at a time.
+
+    The bytes of :func:`write_state` of ``engine.state_view()``
+    (:func:`~consumers.state_json.dumps_state_parts`), without the whole document held as
+    Python objects at once.
+    """
+    _write(path, dumps_state_parts(engine.suite_views(), lambda: engine.counters))
 
 
 def install_signal_handlers(stop: Callable[[], None]) -> Callable[[], None]:

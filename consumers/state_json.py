@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
 
-__all__ = ["dumps_state"]
+__all__ = ["dumps_state", "dumps_state_parts"]
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 # a float token msgspec spells otherwise than repr(): with an exponent, or 0.0000...
@@ -97,6 +98,41 @@ def dumps_state(view: Any) -> bytes:
         done = stop
     parts += (view_of[done:], b"\n")
     return b"".join(parts)
+
+
+def dumps_state_parts(suites: Iterable[tuple[str, Any]], counters: Callable[[], Any]) -> bytes:
+    r"""Return :func:`dumps_state` of ``{"suites": dict(suites), "counters": counters()}``.
+
+    Each suite's view is encoded as it comes and can be dropped before the next is built;
+    ``counters`` is read after the last suite (as :meth:`monitor.engine.Engine.state_view`
+    builds them). Suite names must be distinct strings.
+
+    Examples
+    --------
+    >>> import json
+    >>> parts = [("b", {"x": [1e-7, {}]}), ("a", {"y": "z"})]
+    >>> doc = {"suites": dict(parts), "counters": {"events_in": 2}}
+    >>> dumps_state_parts(iter(parts), lambda: {"events_in": 2}) == dumps_state(doc)
+    True
+
+    Notes
+    -----
+    The same bytes as :func:`dumps_state` of the whole document: a value nested at depth
+    ``d`` of an indented document is its own indented encoding with ``2 d`` spaces after
+    every newline (an encoded string holds no raw newline), and keys are sorted as
+    ``json.dumps(sort_keys=True)`` sorts them (``counters`` before ``suites``).
+    """
+    encoded = sorted((name, _nested(view, 2)) for name, view in suites)
+    head = b'{\n  "counters": ' + _nested(counters(), 1) + b',\n  "suites": '
+    if not encoded:
+        return head + b"{}\n}\n"
+    body = b",\n".join(b"    " + json.dumps(name).encode() + b": " + data
+                        for name, data in encoded)
+    return head + b"{\n" + body + b"\n  }\n}\n"
+
+
+def _nested(value: Any, depth: int) -> bytes:
+    return dumps_state(value)[:-1].replace(b"\n", b"\n" + b"  " * depth)
 
 
 def _reference(view: Any) -> bytes:

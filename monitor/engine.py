@@ -38,7 +38,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -380,6 +380,21 @@ class Engine:
             },
             "counters": self.counters,
         }
+
+    def suite_views(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield the ``suites`` part of :meth:`state_view`, one ``(name, view)`` at a time.
+
+        Settles first, as :meth:`state_view`. For writers that encode each suite and drop its
+        view before building the next (a fleet's STATE.json without the whole document held
+        as Python objects); ``{"suites": dict(suite_views()), "counters": counters}`` is
+        :meth:`state_view`'s document.
+        """
+        self.settle()
+        selection = self._selection.views()
+        for name, s in self._suites.items():
+            if name not in selection:
+                yield name, s.view()
+        yield from selection.items()
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, parts: Collection[str] | None = None) -> dict[str, Any]:

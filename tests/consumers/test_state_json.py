@@ -57,3 +57,17 @@ def test_documents_longer_than_a_search_window() -> None:
     data = dumps_state(doc)
     assert len(data) > 3 * 2**20
     assert data == _reference(doc)
+
+
+def test_parts_are_the_whole_document() -> None:
+    from consumers.state_json import dumps_state_parts
+
+    rng = np.random.default_rng(5)
+    names = ["s1", "caf\u00e9", "a b", "Z", "s10", "s2", "quote\"d"]
+    for k in range(len(names) + 1):
+        parts = [(n, {"models": {f"m{i}": {"x": float(x), "l": [float(x), None, {}]}
+                                 for i, x in enumerate(rng.random(3) * 1e-5)},
+                      "family_size": 3}) for n in names[:k]]
+        counters = {"events_in": k, "rejected": {}, "budget_evictions": {"ids": 1}}
+        doc = {"suites": dict(parts), "counters": counters}
+        assert dumps_state_parts(iter(parts), lambda c=counters: c) == _reference(doc), k
