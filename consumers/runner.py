@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from consumers.state_json import dumps_state, dumps_state_parts
+from consumers.state_json import dumps_state, state_chunks
 from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
@@ -417,7 +417,7 @@ def write_state(path: str, view: dict[str, Any]) -> None:
     _write(path, dumps_state(view))
 
 
-def _write(path: str, data: bytes) -> None:
+def _write(path: str, data: bytes | list[bytes]) -> None:
     try:
         remove_stale_temps(Path(path).resolve().parent)  # a killed run's partial file
         atomic_write(path, data)
@@ -429,10 +429,10 @@ def write_engine_state(path: str, engine: Engine) -> None:
     """Write ``engine``'s STATE.json atomically, one suite's view at a time.
 
     The bytes of :func:`write_state` of ``engine.state_view()``
-    (:func:`~consumers.state_json.dumps_state_parts`), without the whole document held as
-    Python objects at once.
+    (:func:`~consumers.state_json.state_chunks`, written chunk by chunk), without the whole
+    document held as Python objects, nor its text joined, at once.
     """
-    _write(path, dumps_state_parts(engine.suite_views(), lambda: engine.counters))
+    _write(path, state_chunks(engine.suite_views(), lambda: engine.counters))
 
 
 def install_signal_handlers(stop: Callable[[], None]) -> Callable[[], None]:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-__all__ = ["dumps_state", "dumps_state_parts"]
+if TYPE_CHECKING:
+    from monitor.engine import SuiteParts
+
+__all__ = ["dumps_state", "dumps_state_parts", "state_chunks"]
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 # a float token msgspec spells otherwise than repr(): with an exponent, or 0.0000...
@@ -100,19 +103,35 @@ def dumps_state(view: Any) -> bytes:
     return b"".join(parts)
 
 
-def dumps_state_parts(suites: Iterable[tuple[str, Any]], counters: Callable[[], Any]) -> bytes:
-    r"""Return :func:`dumps_state` of ``{"suites": dict(suites), "counters": counters()}``.
-
-    Each suite's view is encoded as it comes and can be dropped before the next is built;
-    ``counters`` is read after the last suite (as :meth:`monitor.engine.Engine.state_view`
-    builds them). Suite names must be distinct strings.
+def dumps_state_parts(suites: Iterable[SuiteParts], counters: Callable[[], Any]) -> bytes:
+    r"""Return :func:`state_chunks` joined (see there).
 
     Examples
     --------
-    >>> import json
-    >>> parts = [("b", {"x": [1e-7, {}]}), ("a", {"y": "z"})]
-    >>> doc = {"suites": dict(parts), "counters": {"events_in": 2}}
+    >>> parts = [("b", {"x": [1e-7, {}], "models": {}}, iter([("m", {"y": 2e16})])),
+    ...          ("a", {"y": "z"}, None)]
+    >>> doc = {"suites": {"b": {"x": [1e-7, {}], "models": {"m": {"y": 2e16}}},
+    ...                   "a": {"y": "z"}}, "counters": {"events_in": 2}}
     >>> dumps_state_parts(iter(parts), lambda: {"events_in": 2}) == dumps_state(doc)
+    True
+    """
+    return b"".join(state_chunks(suites, counters))
+
+
+def state_chunks(suites: Iterable[SuiteParts], counters: Callable[[], Any]) -> list[bytes]:
+    r"""Return :func:`dumps_state` of the document of ``suites`` and ``counters()``, in chunks.
+
+    ``suites`` yields ``(name, view, models)`` as
+    :meth:`monitor.engine.Engine.suite_views`: the document is ``{"suites": {name: view with
+    view["models"] = dict(models)}, "counters": counters()}`` (``view`` whole when
+    ``models`` is None). Each model's view is encoded as it comes and can be dropped before
+    the next is built; ``counters`` is read after the last suite. Names must be distinct.
+
+    Examples
+    --------
+    >>> chunks = state_chunks(iter([("a", {"y": 1e-7}, None)]), lambda: {"events_in": 1})
+    >>> b"".join(chunks) == dumps_state({"suites": {"a": {"y": 1e-7}},
+    ...                                  "counters": {"events_in": 1}})
     True
 
     Notes
@@ -120,15 +139,46 @@ def dumps_state_parts(suites: Iterable[tuple[str, Any]], counters: Callable[[], 
     The same bytes as :func:`dumps_state` of the whole document: a value nested at depth
     ``d`` of an indented document is its own indented encoding with ``2 d`` spaces after
     every newline (an encoded string holds no raw newline), and keys are sorted as
-    ``json.dumps(sort_keys=True)`` sorts them (``counters`` before ``suites``).
+    ``json.dumps(sort_keys=True)`` sorts them (``counters`` before ``suites``). A suite's
+    ``"models": {}`` is found as the one line of that text at its keys' indentation.
     """
-    encoded = sorted((name, _nested(view, 2)) for name, view in suites)
-    head = b'{\n  "counters": ' + _nested(counters(), 1) + b',\n  "suites": '
+    out: list[bytes] = []
+    suites_at = sorted((name, _suite(view, models)) for name, view, models in suites)
+    out += (b'{\n  "counters": ', _nested(counters(), 1), b',\n  "suites": ')
+    _members(out, suites_at, 1)
+    out.append(b"\n}\n")
+    return out
+
+
+def _suite(view: dict[str, Any], models: Iterable[tuple[str, Any]] | None) -> list[bytes]:
+    """Encode a suite's view at depth 2 (chunks), its models' views one at a time (depth 4)."""
+    if models is None:
+        return [_nested(view, 2)]
+    encoded = sorted((name, [_nested(mv, 4)]) for name, mv in models)
+    data = _nested({**view, "models": {}}, 2)
+    marker = b'\n      "models": {}'  # the suite's own key: 6 spaces, deeper lines have more
+    at = data.find(marker)
+    if at < 0 or data.find(marker, at + 1) >= 0:
+        raise ValueError("suite view: no single 'models' key")
+    at += len(marker) - 2
+    out = [data[:at]]
+    _members(out, encoded, 3)
+    out.append(data[at + 2:])
+    return out
+
+
+def _members(out: list[bytes], encoded: list[tuple[str, list[bytes]]], depth: int) -> None:
+    """Append the dict at ``depth`` of already-encoded values (chunks), keys sorted."""
     if not encoded:
-        return head + b"{}\n}\n"
-    body = b",\n".join(b"    " + json.dumps(name).encode() + b": " + data
-                        for name, data in encoded)
-    return head + b"{\n" + body + b"\n  }\n}\n"
+        out.append(b"{}")
+        return
+    pad = b"  " * (depth + 1)
+    sep = b"{\n"
+    for name, chunks in encoded:
+        out += (sep, pad, json.dumps(name).encode(), b": ")
+        out += chunks
+        sep = b",\n"
+    out += (b"\n", b"  " * depth, b"}")
 
 
 def _nested(value: Any, depth: int) -> bytes:

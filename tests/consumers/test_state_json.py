@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from consumers.state_json import dumps_state
+from monitor.engine import SuiteParts
 
 
 def _reference(view: object) -> bytes:
@@ -65,9 +68,41 @@ def test_parts_are_the_whole_document() -> None:
     rng = np.random.default_rng(5)
     names = ["s1", "caf\u00e9", "a b", "Z", "s10", "s2", "quote\"d"]
     for k in range(len(names) + 1):
-        parts = [(n, {"models": {f"m{i}": {"x": float(x), "l": [float(x), None, {}]}
-                                 for i, x in enumerate(rng.random(3) * 1e-5)},
-                      "family_size": 3}) for n in names[:k]]
+        whole: dict[str, Any] = {}
+        parts: list[SuiteParts] = []
+        for j, n in enumerate(names[:k]):
+            models = [(f"m{i}" if i % 2 else f"\u00e9{i}",
+                       {"x": float(x), "l": [float(x), None, {}]})
+                      for i, x in enumerate(rng.random(j % 4) * 1e-5)]
+            head: dict[str, Any] = {"family_size": 3, "models": {}, "multiplicity": "none",
+                    "refused_models": {"events": 1, "names": ["models"]}}
+            whole[n] = {**head, "models": dict(models)}
+            parts.append((n, head, iter(models)) if j % 3 else (n, whole[n], None))
         counters = {"events_in": k, "rejected": {}, "budget_evictions": {"ids": 1}}
-        doc = {"suites": dict(parts), "counters": counters}
-        assert dumps_state_parts(iter(parts), lambda c=counters: c) == _reference(doc), k
+        doc = {"suites": whole, "counters": counters}
+        assert dumps_state_parts(iter(parts), counters.copy) == _reference(doc), k
+
+
+def test_engine_state_file_is_the_state_view(tmp_path: Path) -> None:
+    from consumers.runner import write_engine_state, write_state
+    from monitor.config import parse_config
+    from monitor.engine import Engine
+
+    cfg = parse_config("[[suites]]\naudit_rate=0.5\n[[suites.certificates]]\nname='r'\n"
+                       "alpha=0.2\ndelta=0.1\nmethods=['r_eval', 'r_autoeval']\ncs_grid=20")
+    eng = Engine(cfg)
+    rng = np.random.default_rng(1)
+    events = []
+    for i in range(3000):
+        s, m, loss = f"s{i % 3}", f"m{i % 7}", float(rng.random() < 0.1)
+        events.append(json.dumps({"type": "judge", "event_id": f"j{i}", "suite": s, "model": m,
+                                  "example_id": f"x{i}", "loss": loss, "ts": i}).encode())
+        if i % 2:
+            events.append(json.dumps({"type": "label", "event_id": f"l{i}", "suite": s,
+                                      "model": m, "example_id": f"x{i}", "loss": loss,
+                                      "ts": i}).encode())
+    eng.process_batch(events)
+    write_state(str(tmp_path / "a.json"), eng.state_view())
+    write_engine_state(str(tmp_path / "b.json"), eng)
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert len(json.loads((tmp_path / "b.json").read_text())["suites"]["s1"]["models"]) == 7
