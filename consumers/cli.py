@@ -302,7 +302,8 @@ class _Version(argparse.Action):
                  values: object, option_string: str | None = None) -> None:
         from monitor.metrics.operational import package_version
 
-        parser.exit(message=f"certmon {package_version()}\n")
+        print(f"certmon {package_version()}")  # on stdout, as argparse's "version" action
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
