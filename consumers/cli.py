@@ -25,14 +25,19 @@ from consumers.alertmanager.wiring import open_alert_sink, take_over
 from consumers.config_cli import register as register_config
 from consumers.evaluation_worker.cli import register as register_selection
 from consumers.files import FileSource
-from consumers.inspection import inspect_lines, kafka_lines
+from consumers.gc_policy import paused
 from consumers.progress import Ticker, run_demo
-from consumers.runner import Outputs, Runner, install_signal_handlers, write_state
+from consumers.runner import (
+    Outputs,
+    Runner,
+    install_signal_handlers,
+    write_engine_state,
+    write_state,
+)
 from consumers.simulate_cli import cmd_simulate
 from monitor.checkpoint import LocalDirectoryStore, checkpoint_key, secured_store
 from monitor.config import CertmonConfig, load_config, parse_config
 from monitor.errors import CertmonError, CheckpointError
-from monitor.metrics.operational import package_version
 from monitor.sinks import open_sink, resolve_requests_spec, warn_if_discarded
 
 __all__ = ["DEMO_TOML", "build_parser", "console_main", "main", "replay_summary"]
@@ -123,7 +128,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         hint = "rerun the same command to resume" if store else "STATE.json not written"
         print(f"certmon: interrupted; {hint}", file=sys.stderr)
         return 130
-    write_state(args.state_out, runner.engine.state_view())
+    with paused():  # acyclic, freed by reference counting (consumers.gc_policy.paused)
+        write_engine_state(args.state_out, runner.engine)
     if not args.quiet:
         where = _where(_sink_spec(args.dead_letters_out, config.sinks.dead_letters))
         for line in replay_summary(runner.engine.counters, time.monotonic() - t0,
@@ -256,10 +262,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.path is not None or not args.config:
             raise CertmonError("inspect --kafka reads the checkpoint topic of --config FILE; "
                                "give --config and no path")
+        from consumers.inspection import kafka_lines
+
         lines = kafka_lines(_load(args))
     elif args.path is None:
         raise CertmonError("inspect needs a PATH (or --kafka --config FILE)")
     else:
+        from consumers.inspection import inspect_lines
+
         lines = inspect_lines(args.path, checkpoint_key(os.environ))
     for line in lines:
         print(line)
@@ -281,6 +291,21 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (not at every start)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from monitor.metrics.operational import package_version
+
+        print(f"certmon {package_version()}")  # on stdout, as argparse's "version" action
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (no usage dump)."""
 
@@ -297,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", default=False,
                    help="show tracebacks on errors")
-    p.add_argument("--version", action="version", version=f"certmon {package_version()}",
+    p.add_argument("--version", action=_Version,
                    help="print the certmon version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            parser_class=_Parser)
@@ -470,11 +495,14 @@ def console_main() -> int:
     no per-registry one) also covers counters defined by the Kafka modules. It is called here,
     once per process, and never by library code, so importing certmon changes nothing.
     """
-    from prometheus_client import disable_created_metrics
-
     from consumers.gc_policy import tune_gc
 
-    disable_created_metrics()  # type: ignore[no-untyped-call]
+    if "prometheus_client" in sys.modules:
+        from prometheus_client import disable_created_metrics
+
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+    else:  # read by prometheus_client when (and if) a command imports it: a replay does not
+        os.environ["PROMETHEUS_DISABLE_CREATED_SERIES"] = "true"
     tune_gc()  # a process-wide collector policy, set here once (see consumers.gc_policy)
     return main()
 

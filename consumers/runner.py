@@ -28,7 +28,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -37,16 +36,19 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from consumers.state_json import dumps_state, state_chunks
 from monitor.checkpoint import CheckpointStore, Position, atomic_write, remove_stale_temps
 from monitor.config import CertmonConfig
 from monitor.engine import Engine
 from monitor.errors import CertmonError, CheckpointError
 from monitor.events import dead_letter_record
 from monitor.incremental import IncrementalCheckpointer, SaveStats
-from monitor.metrics import OperationalMetrics
 from monitor.sinks import Sink
+
+if TYPE_CHECKING:
+    from monitor.metrics import OperationalMetrics
 
 __all__ = [
     "EventSource",
@@ -54,6 +56,7 @@ __all__ = [
     "Outputs",
     "Runner",
     "install_signal_handlers",
+    "write_engine_state",
     "write_state",
 ]
 
@@ -410,13 +413,26 @@ class Runner:
 
 
 def write_state(path: str, view: dict[str, Any]) -> None:
-    """Write STATE.json atomically (sorted keys, indented, no NaN)."""
-    data = json.dumps(view, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    """Write STATE.json atomically (sorted keys, indented: :func:`dumps_state`)."""
+    _write(path, dumps_state(view))
+
+
+def _write(path: str, data: bytes | list[bytes]) -> None:
     try:
         remove_stale_temps(Path(path).resolve().parent)  # a killed run's partial file
-        atomic_write(path, data.encode())
+        atomic_write(path, data)
     except OSError as exc:
         raise CertmonError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_engine_state(path: str, engine: Engine) -> None:
+    """Write ``engine``'s STATE.json atomically, one suite's view at a time.
+
+    The bytes of :func:`write_state` of ``engine.state_view()``
+    (:func:`~consumers.state_json.state_chunks`, written chunk by chunk), without the whole
+    document held as Python objects, nor its text joined, at once.
+    """
+    _write(path, state_chunks(engine.suite_views(), lambda: engine.counters))
 
 
 def install_signal_handlers(stop: Callable[[], None]) -> Callable[[], None]:

@@ -43,7 +43,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -180,8 +180,12 @@ def _fsync_directory(directory: Path) -> None:
         os.close(dir_fd)
 
 
-def atomic_write(path: str | Path, data: bytes, *, sync_directory: bool = True) -> None:
+def atomic_write(path: str | Path, data: bytes | Sequence[bytes], *,
+                 sync_directory: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync directory).
+
+    ``data`` is the content or its chunks in order (a large file written without joining
+    them first).
 
     After a crash at any moment ``path`` holds either its old or its new content
     (``sync_directory=False``: the caller fsyncs the directory before relying on it).
@@ -200,7 +204,10 @@ def atomic_write(path: str | Path, data: bytes, *, sync_directory: bool = True) 
                                dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                fh.writelines(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

@@ -38,7 +38,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -66,7 +66,11 @@ from monitor.state.budget import JoinBudget
 from monitor.state.restore_checks import RefusedState
 from monitor.state.selection_suites import SelectionSuites
 from monitor.state.suite import SuiteState
+from monitor.state.views import suite_view_parts
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
+
+SuiteParts = tuple[str, dict[str, Any], Iterator[tuple[str, dict[str, Any]]] | None]
+"""A suite of :meth:`Engine.suite_views`: name, suite-level view, its models one at a time."""
 
 __all__ = ["DUPLICATE_REASONS", "SELECTION_PART", "Engine", "ProcessResult"]
 
@@ -380,6 +384,24 @@ class Engine:
             },
             "counters": self.counters,
         }
+
+    def suite_views(self) -> Iterator[SuiteParts]:
+        """Yield the ``suites`` part of :meth:`state_view` one suite at a time, in parts.
+
+        ``(name, view, models)``: ``models`` iterates over ``(model name, model view)``, each
+        built when asked for, and ``view`` holds the suite's other fields with ``"models"``
+        empty (:func:`~monitor.state.views.suite_view_parts`); for a selection suite
+        ``models`` is None and ``view`` is whole. Settles first, as :meth:`state_view`. For
+        writers that encode each model view and drop it before building the next (a fleet's
+        STATE.json without the document held as Python objects at once).
+        """
+        self.settle()
+        selection = self._selection.views()
+        for name, s in self._suites.items():
+            if name not in selection:
+                yield (name, *suite_view_parts(s))
+        for name, v in selection.items():
+            yield name, v, None
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, parts: Collection[str] | None = None) -> dict[str, Any]:

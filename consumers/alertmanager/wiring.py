@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from consumers.alertmanager.sink import AlertmanagerSink
 from consumers.alertmanager.urls import has_userinfo, redact_url
 from monitor.config import SinksConfig
 from monitor.errors import SinkError
 from monitor.sinks import Sink, open_sink
+
+if TYPE_CHECKING:
+    from consumers.alertmanager.sink import AlertmanagerSink
 
 __all__ = [
     "PREFIX",
@@ -201,6 +204,8 @@ def open_alert_sink(
     opened: list[Sink] = []
     for spec in specs:
         if spec.startswith(PREFIX):
+            from consumers.alertmanager.sink import AlertmanagerSink  # only when configured
+
             opened.append(AlertmanagerSink(
                 alertmanager_urls(spec), grafana_url=settings.grafana_url,
                 resend_interval=settings.resend_seconds, timeout=settings.timeout,
@@ -219,7 +224,10 @@ def open_alert_sink(
 
 def alertmanager_sinks(sink: Sink) -> Iterator[AlertmanagerSink]:
     """Yield the Alertmanager sinks inside ``sink`` (itself, or members of a fan-out)."""
-    if isinstance(sink, AlertmanagerSink):
+    home = sys.modules.get("consumers.alertmanager.sink")
+    if home is None:  # never imported: no Alertmanager sink exists
+        return
+    if isinstance(sink, home.AlertmanagerSink):
         yield sink
     elif isinstance(sink, FanOutSink):
         for member in sink.sinks:

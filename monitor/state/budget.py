@@ -22,9 +22,10 @@ which depends only on the order of the engine's events, so replays and restores 
 Measured (``benchmarks/replay_shapes.py --memory``, whole ``certmon replay`` process, peak RSS,
 ``examples/minimal.toml``): 1,000,000 never-labelled audited units over 200 suites took 638 MB
 without the budget; with the defaults (200,000 waiting, 500,000 dedupe entries) 322 MB, the
-other 800,000 units counted missing. 10,000 models in one suite: 581 MB; 30,000: 1,540 MB, so
-about 50 KB per model (default certificate); hence ``events.max_models`` = 10,000 by default
-(1 GiB container: 10,000 models plus both budgets full).
+other 800,000 units counted missing. 10,000 models in one suite: 301 MB; 30,000: 734 MB, so
+about 23 KB per model (default certificate; 2026-11-27, with STATE.json written model by
+model); hence ``events.max_models`` = 10,000 by default (1 GiB container: 10,000 models plus
+both budgets full).
 
 Examples
 --------

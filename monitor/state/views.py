@@ -17,7 +17,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from monitor.config import CertificateConfig
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VERDICT_KINDS", "active_evidence", "active_status", "active_view", "alert_evidence",
            "certificate_lost", "detector_evidence", "label_fields", "model_view",
-           "suite_view", "verdict_fields", "withdrawal_evidence"]
+           "suite_view", "suite_view_parts", "verdict_fields", "withdrawal_evidence"]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -334,8 +334,21 @@ def suite_view(suite: SuiteState, shown_only: bool = False) -> dict[str, Any]:
     Each model's view plus the age of its oldest pending unit (against the suite's event
     time), the multiplicity rule and family size, comparisons and refused models.
     """
+    view, models = suite_view_parts(suite, shown_only)
+    view["models"] = dict(models)
+    return view
+
+
+def suite_view_parts(suite: SuiteState, shown_only: bool = False
+                     ) -> tuple[dict[str, Any], Iterator[tuple[str, dict[str, Any]]]]:
+    """Return :func:`suite_view` as its suite-level fields and its models, one at a time.
+
+    The dict has every key of the view, ``"models"`` an empty dict; the iterator yields
+    ``(name, model view)`` in the suite's order, each built when it is asked for (a writer
+    can encode and drop it before the next: a suite of 10,000 models holds no 10,000
+    model views at once). Read it before the suite changes.
+    """
     certs = suite.config.certificates
-    models = {name: model_view(m, certs, shown_only) for name, m in suite.models.items()}
     oldest: dict[str, float] = {}  # the oldest pending unit's tick per model
     for _, (tick, unit) in suite.join.pending.data.items():  # oldest first
         if unit.model not in oldest:
@@ -343,16 +356,21 @@ def suite_view(suite: SuiteState, shown_only: bool = False) -> dict[str, Any]:
             if len(oldest) == len(suite.models):
                 break  # every model's oldest found: the rest are younger
     w = suite.join.watermark
-    for name, mv in models.items():
-        t = oldest.get(name)
-        mv["labels"]["oldest_pending_age_seconds"] = 0.0 if t is None else w - t
+
+    def models() -> Iterator[tuple[str, dict[str, Any]]]:
+        for name, m in suite.models.items():
+            mv = model_view(m, certs, shown_only)
+            t = oldest.get(name)
+            mv["labels"]["oldest_pending_age_seconds"] = 0.0 if t is None else w - t
+            yield name, mv
+
     view: dict[str, Any] = {
         "multiplicity": suite.config.multiplicity,
         "family_size": suite.family_size,
-        "models": models,
+        "models": {},
     }
     if suite.comparisons:
         view["comparisons"] = suite.comparisons.view()
     if suite.refused_count:
         view["refused_models"] = {"events": suite.refused_count, "names": list(suite.refused)}
-    return view
+    return view, models()

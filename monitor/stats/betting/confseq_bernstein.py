@@ -43,6 +43,10 @@ __all__ = ["FORMAT", "BernsteinMember", "BernsteinSequences", "block_sums", "flu
 
 FloatArray = npt.NDArray[np.float64]
 _CHUNK = 32  # rounds of a bet block; buffered rounds are applied when their block completes
+# sequences flushed in one vectorized pass: the arrays of a pass are about
+# batch x 32 rounds x 5 sums x rows x 8 bytes each (15 MB at 512 sequences of 23 rows), where
+# 5,000 models in one pass took 180 MB at once
+_FLUSH_BATCH = 512
 
 
 def block_sums(seqs: Sequence[BernsteinSequences], qs: FloatArray
@@ -440,39 +444,45 @@ def flush_many(seqs: Iterable[BernsteinSequences]) -> None:
             s.flush()  # spans two bet blocks (or nothing to apply): alone
         else:
             groups.setdefault(s._layout, []).append(s)
-    for group in groups.values():
-        if len(group) == 1:
-            group[0].flush()
-            continue
-        ks = [len(s._pending) // 2 for s in group]
-        # every buffered (h, b - f) in one array; round i of sequence n goes to qs[n, i]
-        hd = np.frombuffer(b"".join(s._pending for s in group), dtype=np.float64)
-        hd = hd.reshape(-1, 2)
-        counts = np.array(ks)
-        seq_of = np.repeat(np.arange(len(group)), counts)
-        round_of = np.arange(len(hd)) - np.repeat(np.cumsum(counts) - counts, counts)
-        qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
-        qs[seq_of, round_of] = hd[:, :1] + hd[:, 1:] * group[0]._row_rho
-        for s in group:
-            s._pending = array("d")
-            s._open_block()
-        up, low, totals, devs = block_sums(group, qs)
-        # as _settle, for all at once: where no test can reject yet and every member is
-        # valid, the sums after the last round are kept as they are
-        at = (np.arange(len(group)), np.array(ks) - 1)
-        last_up, last_low = up[at], low[at]  # (N, 5, R)
-        reach = np.max(np.maximum(last_up[:, 0], last_low[:, 0]) * (1.0 + group[0]._row_rho),
-                       axis=1)
-        first = group[0]
-        limit = edge_limit(first.log_threshold) - 1e-9 * (1.0 + abs(first.log_threshold))
-        quiet = (reach + 1e-9 * (1.0 + reach) < limit).tolist()
-        last_tot, last_dev = totals[at], devs[at]
-        last_sums = np.stack([last_up, last_low], axis=1)  # (N, 2, 5, R)
-        for n, s in enumerate(group):
-            if quiet[n] and all(m.is_valid for m in s.members):
-                s.sums = last_sums[n].copy()
-                s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
-            else:
-                k = ks[n]
-                s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
-            s._applied = s.rounds
+    for siblings in groups.values():
+        for lo in range(0, len(siblings), _FLUSH_BATCH):
+            _flush_group(siblings[lo:lo + _FLUSH_BATCH])
+
+
+def _flush_group(group: list[BernsteinSequences]) -> None:
+    """:func:`flush_many` of sequences of one configuration within one bet block."""
+    if len(group) == 1:
+        group[0].flush()
+        return
+    ks = [len(s._pending) // 2 for s in group]
+    # every buffered (h, b - f) in one array; round i of sequence n goes to qs[n, i]
+    hd = np.frombuffer(b"".join(s._pending for s in group), dtype=np.float64)
+    hd = hd.reshape(-1, 2)
+    counts = np.array(ks)
+    seq_of = np.repeat(np.arange(len(group)), counts)
+    round_of = np.arange(len(hd)) - np.repeat(np.cumsum(counts) - counts, counts)
+    qs = np.zeros((len(group), max(ks), len(group[0]._row_rho)))
+    qs[seq_of, round_of] = hd[:, :1] + hd[:, 1:] * group[0]._row_rho
+    for s in group:
+        s._pending = array("d")
+        s._open_block()
+    up, low, totals, devs = block_sums(group, qs)
+    # as _settle, for all at once: where no test can reject yet and every member is
+    # valid, the sums after the last round are kept as they are
+    at = (np.arange(len(group)), np.array(ks) - 1)
+    last_up, last_low = up[at], low[at]  # (N, 5, R)
+    reach = np.max(np.maximum(last_up[:, 0], last_low[:, 0]) * (1.0 + group[0]._row_rho),
+                   axis=1)
+    first = group[0]
+    limit = edge_limit(first.log_threshold) - 1e-9 * (1.0 + abs(first.log_threshold))
+    quiet = (reach + 1e-9 * (1.0 + reach) < limit).tolist()
+    last_tot, last_dev = totals[at], devs[at]
+    last_sums = np.stack([last_up, last_low], axis=1)  # (N, 2, 5, R)
+    for n, s in enumerate(group):
+        if quiet[n] and all(m.is_valid for m in s.members):
+            s.sums = last_sums[n].copy()
+            s.total, s.dev = last_tot[n].tolist(), last_dev[n].tolist()
+        else:
+            k = ks[n]
+            s._settle(np.stack([up[n, :k], low[n, :k]]), totals[n, :k], devs[n, :k])
+        s._applied = s.rounds

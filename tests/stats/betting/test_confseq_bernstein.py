@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from monitor.stats.betting import confseq_bernstein
 from monitor.stats.betting.bets import BetConfig, wsr_scale
 from monitor.stats.betting.confseq import HedgedConfidenceSequence
 from monitor.stats.betting.confseq_bernstein import BernsteinSequences
@@ -256,14 +257,18 @@ def test_restore_mid_block_and_reads_do_not_change_the_result() -> None:
     assert noisy.to_state() == quiet.to_state()
 
 
-def test_flushing_many_siblings_at_once_equals_flushing_each() -> None:
+@pytest.mark.parametrize("batch", [512, 7, 1])
+def test_flushing_many_siblings_at_once_equals_flushing_each(
+        batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """flush_all (a fleet read) gives, bit for bit, what flush gives on each sequence.
 
     40 siblings (spawned, and one restored from a checkpoint: same layout, its own arrays)
     get different streams and different numbers of rounds between reads, so a read finds
     some in a block's first rounds (no rejection possible yet), some mid-block with bound
     moves, some with rounds spanning two bet blocks, and one whose intersection emptied.
+    Siblings go through in vectorized passes of ``batch`` (the last one shorter).
     """
+    monkeypatch.setattr(confseq_bernstein, "_FLUSH_BATCH", batch)
     rng = np.random.default_rng(21)
     union, members = np.linspace(0, 1, 4).tolist(), [[0], [3], [0, 1, 2, 3]]
     proto = BernsteinSequences(0.1, union, BetConfig(), 200, members)
