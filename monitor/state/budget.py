@@ -117,9 +117,42 @@ class JoinBudget:
         return bound - max(1, bound // 64) if bound > 1 else 0
 
     def recount(self, suites: Mapping[str, Evictable]) -> None:
-        """Recompute both totals from the suites (after a restore)."""
-        self.waiting = sum(waiting(s.join) for s in suites.values())
-        self.dedupe = sum(dedupe(s.join) for s in suites.values())
+        """Recompute both totals from the suites (after a restore or evictions).
+
+        Each join's :attr:`~monitor.state.join.JoinWindow.counted` is set to its sizes.
+        """
+        tw = td = 0
+        for s in suites.values():
+            join = s.join
+            w, d = join.sizes()
+            join.counted[0] = w
+            join.counted[1] = d
+            tw += w
+            td += d
+        self.waiting = tw
+        self.dedupe = td
+
+    def account(self, join: JoinWindow, suites: Mapping[str, Evictable], alerts: list[Any],
+                changed: set[str]) -> None:
+        """Account one event's change of a suite's join, then evict (as :meth:`track`).
+
+        The change is measured against the join's :attr:`~monitor.state.join.JoinWindow.counted`
+        (its sizes when the budget last counted it): one reading of the sizes per event.
+        Between two events of a suite only its events and the budget's evictions (which
+        recount) change its join; and after every call both totals are within their bounds,
+        so a join whose sizes did not change needs no eviction.
+        """
+        w, d = join.sizes()
+        c = join.counted
+        if w != c[0] or d != c[1]:
+            self.waiting += w - c[0]
+            self.dedupe += d - c[1]
+            c[0] = w
+            c[1] = d
+            if self.waiting > self.max_waiting:
+                self._evict(suites, alerts, changed, True)
+            if self.dedupe > self.max_dedupe:
+                self._evict(suites, alerts, changed, False)
 
     def track(self, join: JoinWindow, before: tuple[int, int],
               suites: Mapping[str, Evictable], alerts: list[Any], changed: set[str]) -> None:
@@ -131,6 +164,8 @@ class JoinBudget:
         w, d = join.sizes()
         self.waiting += w - before[0]
         self.dedupe += d - before[1]
+        join.counted[0] = w
+        join.counted[1] = d
         if self.waiting > self.max_waiting:
             self._evict(suites, alerts, changed, True)
         if self.dedupe > self.max_dedupe:
