@@ -296,7 +296,11 @@ class Engine:
         else:
             n_models = 0 if known else len(suite.models)  # known: the event creates none
             dup = suite.handle(ev, alerts, requests)
-            self.budget.account(suite.join, self._suites, alerts, self.changed)
+            budget = self.budget
+            if budget.slack:  # far below both bounds (JoinBudget.account)
+                budget.slack -= 1
+            else:
+                budget.account(suite.join, self._suites, alerts, self.changed)
             if not known:
                 self._n_models += len(suite.models) - n_models
             self.changed.add(ev.suite)

@@ -70,7 +70,6 @@ __all__ = ["PlugInEProcess", "bet_grid", "merge_clipped", "own_cells", "plugin_r
 CELLS = 8
 EXT_RATIO = math.sqrt(2.0)
 EXT_WEIGHT = 0.25
-_BET_MEMO = 64  # reliances whose bets one configuration keeps (see _set_rho)
 
 
 def bet_grid(alpha: float, side: Side, c: float) -> tuple[list[float], list[float]]:
@@ -181,7 +180,7 @@ class PlugInEProcess:
     block is disjoint from its audited unit, so ``E[b_t - f_t | past] = 0``.
     """
 
-    __slots__ = ("_alpha", "_bet", "_bet_memo", "_bets", "_c", "_delta", "_jp", "_lam", "_learned",
+    __slots__ = ("_alpha", "_bet", "_bets", "_c", "_delta", "_jp", "_lam", "_learned",
                  "_log_e", "_off", "_plug", "_prior", "_ref", "_rho", "_rhos", "_rounds", "_sgn",
                  "_side", "_since", "_sums", "_u")  # one per test and model: no per-instance dict
 
@@ -225,9 +224,6 @@ class PlugInEProcess:
         self._log_e = 0.0
         # plugin_rho's judge prior: by default on the certify side of a plug-in reliance
         self._jp = self._plug and (side == "certify" if judge_prior is None else judge_prior)
-        # reliance -> its clipped bets (read-only lists), shared with the spawned copies: the
-        # reliance moves among few values, so most changes of it rebuild nothing
-        self._bet_memo: dict[float, list[float]] = {}
         self._set_rho(0.0 if self._plug else rs[0])
 
     def spawn(self) -> PlugInEProcess:
@@ -252,7 +248,6 @@ class PlugInEProcess:
         new._off, new._lam, new._prior, new._rho = self._off, self._lam, self._prior, self._rho
         new._jp = self._jp
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
-        new._bet_memo = self._bet_memo
         new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
         new._u = list(self._u)  # state: replaced every round, copied to be safe
         new._sums = [0.0] * 5  # state: updated in place
@@ -260,13 +255,8 @@ class PlugInEProcess:
 
     def _set_rho(self, rho: float) -> None:
         self._rho = rho
-        bets = self._bet_memo.get(rho)
-        if bets is None:
-            cap = self._c / (self._off + rho)
-            bets = [v if v < cap else cap for v in self._lam]
-            if len(self._bet_memo) < _BET_MEMO:
-                self._bet_memo[rho] = bets
-        self._bets = bets
+        cap = self._c / (self._off + rho)
+        self._bets = [v if v < cap else cap for v in self._lam]
 
     # ------------------------------------------------------------------ properties
     @property
