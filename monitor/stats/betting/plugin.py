@@ -332,16 +332,20 @@ class PlugInEProcess:
         learns from this label (False: it already did, :meth:`learn`). Returns the mixture's
         log wealth after the round (:attr:`log_wealth`).
         """
-        now = self._rho
-        if rho is not None and rho != now:
+        r = self._rho  # the round's reliance
+        if rho is None or rho == r:
+            bets = self._bets
+        elif learn:  # it stays the reliance until the label moves it
             self._set_rho(rho)
-        x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+            r, bets = rho, self._bets
+        else:  # for this round only (_set_rho's bets, not kept: the reliance is unchanged)
+            cap = self._c / (self._off + rho)
+            r, bets = rho, [v if v < cap else cap for v in self._lam]
+        x = self._sgn * (self._alpha - (human + r * shift))
+        self._u, self._ref, self._log_e = step(self._u, bets, x, self._ref)
         self._rounds += 1
         if learn:
             self.learn(human, shift)
-        elif self._rho != now:
-            self._set_rho(now)  # the reliance of a unit judged now, as before this round
         return self._log_e
 
     def learn(self, human: float, shift: float) -> None:
