@@ -299,9 +299,12 @@ class Engine:
             self.changed.add(SELECTION_PART)
         else:
             n_models = 0 if known else len(suite.models)  # known: the event creates none
-            before = suite.join.sizes()
             dup = suite.handle(ev, alerts, requests)
-            self.budget.track(suite.join, before, self._suites, alerts, self.changed)
+            budget = self.budget
+            if budget.slack:  # far below both bounds (JoinBudget.account)
+                budget.slack -= 1
+            else:
+                budget.account(suite.join, self._suites, alerts, self.changed)
             if not known:
                 self._n_models += len(suite.models) - n_models
             self.changed.add(ev.suite)

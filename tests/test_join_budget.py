@@ -6,7 +6,9 @@ import heapq
 import json
 
 import numpy as np
+import pytest
 
+import monitor.state.budget as budget_module
 from monitor.config import parse_config
 from monitor.engine import Engine
 from monitor.simulate_delays import delayed_stream
@@ -121,3 +123,32 @@ def test_restore_anywhere_reproduces_budget_evictions() -> None:
         alerts += [a for line in lines[k:] for a in restored.process(line).alerts]
         assert alerts == full_alerts, k
         assert json.dumps(restored.snapshot(), sort_keys=True) == expected, k
+
+
+def test_skipped_accounting_evicts_at_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine skips the budget's accounting while no total can reach its bound (the
+    slack of ``JoinBudget.account``): with every possible run skipped, the evictions, alerts
+    and state are those of accounting after every event, and the totals stay within bounds.
+    """
+    cfg = parse_config("[events]\nmax_waiting_units = 40\nmax_dedupe_entries = 400\n"
+                       + CONFIG.format(suite="pending_ttl_seconds = 400"))
+    rng = np.random.default_rng(11)
+    streams = [delayed_stream(f"s{i}", rng, units=300, risk=0.2, delay_pass=10.0,
+                              delay_fail=80.0, missing_fail=0.3, unaudited_per_audit=2.0)
+               for i in range(4)]
+    lines = [line for _, line in heapq.merge(*streams)]
+    runs = []
+    for min_slack in (10**9, 0):  # never skip; skip every run the slack allows
+        monkeypatch.setattr(budget_module, "MIN_SLACK", min_slack)
+        eng = Engine(cfg)
+        alerts, skipped = [], 0
+        for line in lines:
+            alerts += eng.process(line).alerts
+            skipped += eng.budget.slack > 0
+            w, d = _totals(eng)
+            assert w <= 40 and d <= 400
+        runs.append((alerts, json.dumps(eng.snapshot(), sort_keys=True), skipped))
+    assert runs[0][2] == 0 and runs[1][2] > len(lines) // 10  # the second run did skip
+    assert runs[0][:2] == runs[1][:2]
+    ev = json.loads(runs[1][1])["counters"]["budget_evictions"]
+    assert ev["pending"] > 0 and ev["ids"] + ev["rounded"] > 0

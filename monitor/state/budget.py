@@ -48,6 +48,7 @@ from monitor.state.join import JoinWindow
 __all__ = ["EVICTION_KINDS", "Evictable", "JoinBudget"]
 
 EVICTION_KINDS = ("pending", "orphans", "ids", "rounded")
+MIN_SLACK = 1024  # the shortest run of events whose accounting the budget skips
 
 
 class Evictable(Protocol):
@@ -82,20 +83,26 @@ class JoinBudget:
 
     Notes
     -----
-    Guarantee: after :meth:`track` returns, each total is at most its bound. The per-suite
+    Guarantee: after each event (:meth:`account`), each total is at most its bound. The per-suite
     bounds still hold. An evicted pending unit is counted ``expired_pending`` on its model and
     applied as a missing label (worst value); an evicted dedupe entry only weakens duplicate
     recognition for that unit (as if it had left the per-suite window). Deterministic given
     the engine's state and event order.
     """
 
-    __slots__ = ("dedupe", "evictions", "max_dedupe", "max_waiting", "waiting")
+    __slots__ = ("dedupe", "evictions", "max_dedupe", "max_waiting", "slack", "stale",
+                 "waiting")
 
     def __init__(self, max_waiting: int, max_dedupe: int) -> None:
         self.max_waiting = max_waiting
         self.max_dedupe = max_dedupe
-        self.waiting = 0  # current totals (kept by track / recount)
+        self.waiting = 0  # current totals (kept by account / recount; not while ``stale``)
         self.dedupe = 0
+        # events whose accounting the engine may skip (:meth:`account`): none of them can take
+        # a total over its bound; while it is positive the totals and the joins' ``counted``
+        # are not kept (``stale``) and the next :meth:`account` recounts
+        self.slack = 0
+        self.stale = False
         self.evictions: dict[str, int] = dict.fromkeys(EVICTION_KINDS, 0)
 
     @classmethod
@@ -118,24 +125,75 @@ class JoinBudget:
         return bound - max(1, bound // 64) if bound > 1 else 0
 
     def recount(self, suites: Mapping[str, Evictable]) -> None:
-        """Recompute both totals from the suites (after a restore)."""
-        self.waiting = sum(waiting(s.join) for s in suites.values())
-        self.dedupe = sum(dedupe(s.join) for s in suites.values())
+        """Recompute both totals from the suites (after a restore or evictions).
 
-    def track(self, join: JoinWindow, before: tuple[int, int],
-              suites: Mapping[str, Evictable], alerts: list[Any], changed: set[str]) -> None:
-        """Account one event's change of a suite's join (``before``: its sizes), then evict.
-
-        ``before`` is ``(waiting(join), dedupe(join))`` taken before the event; evicted
-        suites are added to ``changed``; alerts of applied missing rounds go to ``alerts``.
+        Each join's :attr:`~monitor.state.join.JoinWindow.counted` is set to its sizes.
         """
-        w, d = join.sizes()
-        self.waiting += w - before[0]
-        self.dedupe += d - before[1]
+        tw = td = 0
+        for s in suites.values():
+            join = s.join
+            w, d = join.sizes()
+            join.counted[0] = w
+            join.counted[1] = d
+            tw += w
+            td += d
+        self.waiting = tw
+        self.dedupe = td
+        self.slack = 0
+        self.stale = False
+
+    def account(self, join: JoinWindow, suites: Mapping[str, Evictable], alerts: list[Any],
+                changed: set[str]) -> None:
+        """Account one event's change of a suite's join, then evict what is over a bound.
+
+        The engine calls it after an event unless :attr:`slack` is positive (then it only
+        counts the event down). The change is measured against the join's
+        :attr:`~monitor.state.join.JoinWindow.counted` (its sizes when the budget last
+        counted it): one reading of the sizes per event; or, after skipped events, by a
+        recount. Between two events of a suite only its events and the budget's evictions
+        (which recount) change its join; and after every call both totals are within their
+        bounds, so a join whose sizes did not change needs no eviction.
+
+        Notes
+        -----
+        The slack: one event adds at most one waiting entry (a pending unit or an orphan
+        label) and at most two entries in all (its event id, and a waiting entry or a
+        rounded unit; an expired or evicted pending unit that becomes a missing one leaves
+        ``waiting`` as it joins ``rounded``). So after totals ``W``, ``D`` within bounds, the
+        next ``min(max_waiting - W, (max_dedupe - W - D) // 2)`` events cannot exceed a bound
+        and need no accounting: evictions happen at the same events as with accounting after
+        every event. The budget skips only runs of at least :data:`MIN_SLACK` + the number of
+        suites events (each run ends with a recount, one reading per suite).
+        """
+        if self.stale:
+            self.recount(suites)  # totals after the skipped events, this one included
+        else:
+            w, d = join.sizes()
+            c = join.counted
+            if w == c[0] and d == c[1]:
+                return  # (slack 0: the totals are near a bound, they stay exact)
+            self.waiting += w - c[0]
+            self.dedupe += d - c[1]
+            c[0] = w
+            c[1] = d
         if self.waiting > self.max_waiting:
             self._evict(suites, alerts, changed, True)
         if self.dedupe > self.max_dedupe:
             self._evict(suites, alerts, changed, False)
+        slack = min(self.max_waiting - self.waiting,
+                    (self.max_dedupe - self.waiting - self.dedupe) // 2)
+        if slack >= MIN_SLACK + len(suites):
+            self.slack = slack
+            self.stale = True
+
+    def track(self, join: JoinWindow, before: tuple[int, int],
+              suites: Mapping[str, Evictable], alerts: list[Any], changed: set[str]) -> None:
+        """Account one event's change of a suite's join, then evict: :meth:`account`.
+
+        ``before`` (the join's sizes before the event) is not needed: the budget keeps the
+        join's :attr:`~monitor.state.join.JoinWindow.counted`.
+        """
+        self.account(join, suites, alerts, changed)
 
     def _evict(self, suites: Mapping[str, Evictable], alerts: list[Any], changed: set[str],
                wait: bool) -> None:

@@ -141,8 +141,8 @@ class JoinWindow:
     """
 
     __slots__ = ("_due", "_grace", "_ids_d", "_max_ids", "_min_ttl", "_order", "_orphans_d",
-                 "_pending_d", "_rounded_d", "expired", "ids", "orphans", "pending", "rounded",
-                 "tick", "units", "watermark")
+                 "_pending_d", "_rounded_d", "counted", "expired", "ids", "orphans", "pending",
+                 "rounded", "tick", "units", "watermark")
 
     def __init__(self, config: SuiteConfig) -> None:
         c = config
@@ -164,6 +164,9 @@ class JoinWindow:
         self.expired: list[tuple[str, str, Any]] = []
         self._max_ids = c.dedupe_max_ids
         self._min_ttl = min(c.dedupe_ttl_seconds, c.pending_ttl_seconds, c.orphan_ttl_seconds)
+        # [waiting, dedupe]: the sizes the engine's budget last counted (monitor.state.budget;
+        # the budget keeps it, so that it reads the sizes once per event)
+        self.counted = [0, 0]
         self._bind()
 
     def _bind(self) -> None:
@@ -227,16 +230,33 @@ class JoinWindow:
         return "late" if late else None
 
     def _expire(self) -> None:
+        """Evict what the watermark expired (as ``expire`` of each map), then the next due.
+
+        The event ids' FIFO runs here (the same comparisons as
+        :meth:`FifoExpiringMap.expire`); a pending or orphan map is asked only when its
+        oldest entry is past its TTL: with many suites this runs on a large share of events.
+        """
         w = self.watermark
-        units = self.units
-        for _, old in self.ids.expire(w):
-            units.discard(_unit(old))
-        expired = self.expired
-        for k, p in self.pending.expire(w):
-            expired.append(("pending", k, p))
-        for k, p in self.orphans.expire(w):
-            expired.append(("orphan", k, p))
-        self._due = min(self.ids.due(), self.pending.due(), self.orphans.due()) + self._grace
+        ids, order, ttl = self._ids_d, self._order, self.ids.ttl_seconds
+        if order:
+            cutoff = w - ttl
+            units = self.units
+            while order:
+                entry = ids[order[0]]
+                if entry[0] >= cutoff:
+                    break
+                del ids[order.popleft()]
+                units.discard(_unit(entry[1]))
+        due = ids[order[0]][0] + ttl if order else math.inf
+        for kind, m, d in (("pending", self.pending, self._pending_d),
+                           ("orphan", self.orphans, self._orphans_d)):
+            if d:
+                if d[next(iter(d))][0] < w - m.ttl_seconds:
+                    expired = self.expired
+                    for k, p in m.expire(w):
+                        expired.append((kind, k, p))
+                due = min(due, m.due())
+        self._due = due + self._grace
 
     # ------------------------------------------------------------------ the join
     def judged(self, key: str) -> bool:

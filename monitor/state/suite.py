@@ -64,6 +64,20 @@ ACTIVE = "active"  # the tag and request reason of an active audit
 _MAX_REFUSED = 20  # refused model names kept for STATE.json (the count is exact)
 
 
+def _refused(model: ModelState, dup: str) -> str | None:
+    """Count an event :meth:`JoinWindow.admit` refused (of ``model``); return its reason.
+
+    A *late* label (of a unit already taken as missing) is counted and never used (None).
+    """
+    if dup == "late":
+        model.counts["labels"] += 1
+        model.counts["late_labels"] += 1
+        return None
+    if dup != "event_id_conflict":  # a conflict is bad input: the engine dead-letters it
+        model.counts["duplicates"] += 1
+    return dup
+
+
 class SuiteState:
     """Everything certmon knows about one suite (see the module docstring)."""
 
@@ -80,7 +94,9 @@ class SuiteState:
         self.book = StatusBook(name, config, self.models)
         self.comparisons = SuiteComparisons(name, config)  # [[suites.comparisons]]
         self._certs = list(config.certificates)
-        self._key_prefix: dict[str, tuple[str, str, str]] = {}  # model -> unit key prefixes
+        # model -> (its state, unit key prefixes f"{len(model)}:{model}" bare / "j" / "l",
+        # whether it is plain: uniform audits without strata or pairs, see handle())
+        self._routes: dict[str, tuple[ModelState, str, str, str, bool]] = {}
         # Listed model names (not globs) exist from the start: they are family members (and
         # visible as pending) before their first event.
         for pattern in config.models:
@@ -134,35 +150,46 @@ class SuiteState:
             event id reused with other content (bad input, changes nothing), ``"unrouted"``
             when the model is not monitored, else None.
         """
-        model = self.models.get(ev.model) or self.model(ev.model, ev.ts, alerts)
-        if model is None:
-            return "unrouted"
         model_name = ev.model
-        kp = self._key_prefix.get(model_name)
-        if kp is None:
+        route = self._routes.get(model_name)
+        if route is None:
+            m = self.models.get(model_name) or self.model(model_name, ev.ts, alerts)
+            if m is None:
+                return "unrouted"
             p = f"{len(model_name)}:{model_name}"
-            kp = self._key_prefix[model_name] = (p, "j" + p, "l" + p)
+            route = self._routes[model_name] = (
+                m, p, "j" + p, "l" + p, m.active is None and m.strata is None
+                and model_name not in self.comparisons.paired_models)
+        model, kp, jp, lp, plain = route
         example_id = ev.example_id
-        key = kp[0] + example_id  # the unit key f"{len(model)}:{model}{example_id}"
-        is_judge = ev.type == "judge"
+        key = kp + example_id  # the unit key f"{len(model)}:{model}{example_id}"
         join = self.join
-        dup = join.admit(ev.event_id, key, (kp[1] if is_judge else kp[2]) + example_id,
-                         is_judge, ev.ts, ev.loss)
+        is_judge = ev.type == "judge"
+        dup = join.admit(ev.event_id, key, (jp if is_judge else lp) + example_id, is_judge,
+                         ev.ts, ev.loss)
         if dup is not None:
-            if dup == "late":  # the label of a unit already taken as missing: never used
-                model.counts["labels"] += 1
-                model.counts["late_labels"] += 1
-                return None
-            if dup == "event_id_conflict":
-                return dup  # bad input: the engine dead-letters it
-            model.counts["duplicates"] += 1
-            return dup
+            return _refused(model, dup)
         if join.expired:
             self._expired(ev.ts, alerts)
-        if is_judge:
-            self._judge(ev, model, key, alerts, requests)
-        else:
+        if not is_judge:
             self._label(ev, model, key, alerts)
+        elif not plain:
+            self._judge(ev, model, key, alerts, requests)
+        else:  # the usual judge event: _judge's steps, without its calls for an unaudited unit
+            model.counts["judge"] += 1
+            first = join.take_orphan(key)  # a label that came first
+            if first is not None:
+                model.orphan_labels -= 1
+            audit = ev.audit
+            if audit is None:
+                audit = self.audit.decide(ev, None)[0] is not None
+            if audit:
+                self._audited(ev, model, key, first, UNIFORM, None, alerts, requests)
+            else:
+                model.block_sum += ev.loss  # the synthetic block
+                model.block_count += 1
+                if first is not None:
+                    model.counts["unsolicited_labels"] += 1
         return None
 
     def _judge(self, ev: Event, model: ModelState, key: str, alerts: list[Alert],
@@ -172,7 +199,7 @@ class SuiteState:
         if first is not None:
             model.orphan_labels -= 1
         if model.active is not None:  # audit_policy = "active": every unit enters the tests
-            self._judge_active(ev, model, key, first, alerts, requests)
+            _judge_active(self, ev, model, key, first, alerts, requests)
             return
         sample, tag = self.audit.decide(ev, model.strata)
         if sample != UNIFORM:  # unaudited for the betting certificates: the synthetic block
@@ -185,6 +212,15 @@ class SuiteState:
                 self.comparisons.judged(ev.model, ev.example_id, None, ev.ts,
                                         self.join.watermark, alerts)
             return
+        self._audited(ev, model, key, first, sample, tag, alerts, requests)
+
+    def _audited(self, ev: Event, model: ModelState, key: str, first: list[Any] | None,
+                 sample: str, tag: list[Any] | None, alerts: list[Alert],
+                 requests: list[dict[str, Any]]) -> None:
+        """Take an audited judged unit (``sample``: uniform or top-up).
+
+        It waits for its label, or is labelled now by ``first`` (its orphan label).
+        """
         # a uniform audit is a betting round: its contemporaneous block closes now and travels
         # with the unit (docs/guarantees.md, assumption 3)
         bsum, bcount = model.close_block() if sample == UNIFORM else (0.0, 0)
@@ -216,51 +252,6 @@ class SuiteState:
                 propensity=propensity, reason=sample,
                 position=unit.position if unit.position >= 0 else None))
             model.counts["label_requests"] += 1
-
-    def _judge_active(self, ev: Event, model: ModelState, key: str, first: Any,
-                      alerts: list[Alert], requests: list[dict[str, Any]]) -> None:
-        """Take a judged unit under ``audit_policy = "active"`` (:class:`ActiveAudit`).
-
-        certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
-        not decide: its probability would be unknown); the judge loss is the score. An
-        audited unit waits for its label with its ticket (propensity and bets fixed now); its
-        request carries the propensity and reason ``"active"``. A unit whose coin is below
-        the policy's smallest propensity (a uniform random sample) is also a round in audit
-        order, with the other units as its block: the change and judge-drift detectors and
-        the confidence sequences run on these (docs/guarantees.md, "Active audits").
-        """
-        active = model.active
-        if active is None:  # only called for an active model
-            return
-        coin = self.audit.uniform(ev.model, ev.example_id)
-        # a coin below the policy's smallest propensity audits whatever the score: these units
-        # are a uniform random sample, the rounds of the change and judge-drift detectors
-        base = coin < active.pi_min
-        audited, pi, ticket = active.judge(ev.loss, coin)
-        if not base:  # (audited or not) the synthetic block of the uniform rounds
-            model.add_synthetic(ev.loss)
-        if not audited:
-            if first is not None:
-                model.counts["unsolicited_labels"] += 1
-            self.book.follow_active(model, ev.ts, alerts)
-            return
-        unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
-        if base:  # also a uniform round, in audit order (as under uniform audits)
-            block = model.close_block()
-            unit.block_sum, unit.block_count = block
-            unit.rhos = model.reliances() or None
-            unit.position = model.order.assign(model.groups, ev.loss, block, unit.rhos)
-        if first is not None:
-            self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
-            return
-        model.pending_units += 1
-        for k, p in self.join.add_pending(key, unit):
-            self._expired_pending(k, p, ev.ts, alerts)
-        if ev.audit is None and self.audit.requests:
-            requests.append(label_request(self.name, ev.model, ev.example_id, ev.event_id,
-                                          ev.ts, ev.stratum, propensity=pi, reason=ACTIVE))
-            model.counts["label_requests"] += 1
-        self.book.follow_active(model, ev.ts, alerts)
 
     def _label(self, ev: Event, model: ModelState, key: str, alerts: list[Alert]) -> None:
         model.counts["labels"] += 1
@@ -412,3 +403,49 @@ class SuiteState:
         count, names = d.get("refused", [0, []])  # absent in older snapshots
         s.refused_count, s.refused = int(count), [str(n) for n in names]
         return s
+
+
+def _judge_active(suite: SuiteState, ev: Event, model: ModelState, key: str, first: Any,
+                  alerts: list[Alert], requests: list[dict[str, Any]]) -> None:
+    """Take a judged unit under ``audit_policy = "active"`` (:class:`ActiveAudit`).
+
+    certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
+    not decide: its probability would be unknown); the judge loss is the score. An
+    audited unit waits for its label with its ticket (propensity and bets fixed now); its
+    request carries the propensity and reason ``"active"``. A unit whose coin is below
+    the policy's smallest propensity (a uniform random sample) is also a round in audit
+    order, with the other units as its block: the change and judge-drift detectors and
+    the confidence sequences run on these (docs/guarantees.md, "Active audits").
+    """
+    active = model.active
+    if active is None:  # only called for an active model
+        return
+    coin = suite.audit.uniform(ev.model, ev.example_id)
+    # a coin below the policy's smallest propensity audits whatever the score: these units
+    # are a uniform random sample, the rounds of the change and judge-drift detectors
+    base = coin < active.pi_min
+    audited, pi, ticket = active.judge(ev.loss, coin)
+    if not base:  # (audited or not) the synthetic block of the uniform rounds
+        model.add_synthetic(ev.loss)
+    if not audited:
+        if first is not None:
+            model.counts["unsolicited_labels"] += 1
+        suite.book.follow_active(model, ev.ts, alerts)
+        return
+    unit = PendingUnit(ev.model, ev.loss, ev.event_id, ev.stratum, [ACTIVE, ticket], 0.0, 0)
+    if base:  # also a uniform round, in audit order (as under uniform audits)
+        block = model.close_block()
+        unit.block_sum, unit.block_count = block
+        unit.rhos = model.reliances() or None
+        unit.position = model.order.assign(model.groups, ev.loss, block, unit.rhos)
+    if first is not None:
+        suite._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
+        return
+    model.pending_units += 1
+    for k, p in suite.join.add_pending(key, unit):
+        suite._expired_pending(k, p, ev.ts, alerts)
+    if ev.audit is None and suite.audit.requests:
+        requests.append(label_request(suite.name, ev.model, ev.example_id, ev.event_id,
+                                      ev.ts, ev.stratum, propensity=pi, reason=ACTIVE))
+        model.counts["label_requests"] += 1
+    suite.book.follow_active(model, ev.ts, alerts)
