@@ -17,6 +17,8 @@ __all__ = ["config_fingerprint", "fingerprint_hint"]
 
 _GRID_HINT = (" (this checkpoint predates cs_kind: set cs_kind = \"grid\" in its certificates "
               "to resume it)")
+_SWITCH_HINT = (" (this checkpoint predates cap_switch: set cap_switch = false in its "
+                "certificates to resume it)")
 
 
 def config_fingerprint(config: CertmonConfig) -> str:
@@ -39,17 +41,26 @@ def config_fingerprint(config: CertmonConfig) -> str:
                                                 "max_suites", "max_models_per_suite",
                                                 "max_models", "max_waiting_units",
                                                 "max_dedupe_entries"}})
-    for suite in doc["suites"]:  # configs from before cs_kind meant the grid: same hash
+    # configs from before cs_kind meant the grid, from before cap_switch no switch: same hash
+    for suite in doc["suites"]:
         for cert in suite["certificates"]:
             if cert.get("cs_kind") == "grid":
                 del cert["cs_kind"]
+            if cert.get("cap_switch") is False:
+                del cert["cap_switch"]
     return sha256(canonical_json(doc).encode("ascii")).hexdigest()
 
 
 
 def fingerprint_hint(snapshot: dict[str, Any]) -> str:
-    """Return a hint for a refused snapshot whose certificates predate ``cs_kind`` (or "")."""
-    old = any("cs_kind" not in g["config"] for s in snapshot.get("suites", [])
-              for m in s.get("models", []) for _, g in m.get("groups", [])
-              if isinstance(g, dict) and isinstance(g.get("config"), dict))
-    return _GRID_HINT if old else ""
+    """Return a hint for a refused snapshot whose certificates predate a setting (or "").
+
+    The settings: ``cs_kind`` (then the wealth grid) and ``cap_switch`` (then no switch cell).
+    """
+    configs = [g["config"] for s in snapshot.get("suites", [])
+               for m in s.get("models", []) for _, g in m.get("groups", [])
+               if isinstance(g, dict) and isinstance(g.get("config"), dict)]
+    hint = _GRID_HINT if any("cs_kind" not in c for c in configs) else ""
+    if any(isinstance(c.get("bet"), dict) and "cap_switch" not in c["bet"] for c in configs):
+        hint += _SWITCH_HINT
+    return hint

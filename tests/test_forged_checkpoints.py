@@ -282,3 +282,29 @@ def test_a_checkpoint_from_before_cs_kind_restores_with_the_grid_only() -> None:
     with pytest.raises(CheckpointError, match="cs_kind: checkpoint 'grid', configuration "
                                               "'bernstein'"):
         Engine.restore(new_cfg, old)
+
+
+def test_a_checkpoint_from_before_cap_switch_restores_with_cap_switch_false() -> None:
+    """Checkpoints written before ``cap_switch`` existed hold the 8 fixed cells: restored as
+    such with ``cap_switch = false`` (the same hash as the old configuration), refused with a
+    message naming ``cap_switch`` under the default."""
+    off_cfg = parse_config(TOML.replace("cs_grid = 20", "cs_grid = 20\ncap_switch = false"))
+    eng = Engine(off_cfg)
+    spec = SimulationSpec(examples=300, audit_rate=0.3)
+    events = list(iter_jsonl(spec, np.random.default_rng(4)))
+    eng.process_batch(events[:600])
+    old = copy.deepcopy(eng.snapshot())
+    for m in old["suites"][0]["models"]:
+        for _, group in m["groups"]:
+            del group["config"]["bet"]["cap_switch"]  # what older versions wrote
+    restored = Engine.restore(off_cfg, old)
+    assert restored.state_view() == eng.state_view()
+    restored.process_batch(events[600:])
+    eng.process_batch(events[600:])
+    assert restored.snapshot() == eng.snapshot()
+    with pytest.raises(CheckpointError, match="predates cap_switch: set cap_switch = false"):
+        Engine.restore(parse_config(TOML), old)
+    new_cfg = parse_config(TOML)  # and the group check names the field if the hash matched
+    old["config_fingerprint"] = Engine(new_cfg).snapshot()["config_fingerprint"]
+    with pytest.raises(CheckpointError, match="cap_switch"):
+        Engine.restore(new_cfg, old)

@@ -124,7 +124,8 @@ class CertificateConfig(Section):
         "cell (half the prior mass) that follows the fixed bets' mixture, or bets the cap once a "
         "lower confidence bound of the plug-in Kelly bet reaches it (fewer labels where the "
         "best bet is past the cap: low risks, good judges). False: the earlier bettor (8 fixed "
-        "bets only). Checkpoints keep the bettor they were saved with.")
+        "bets only). A checkpoint written before this setting existed restores only with "
+        "`cap_switch = false` (the configuration always wins; the refusal says so).")
     cs_grid: PosInt | None = Field(
         DEFAULT_CS_GRID,
         description="Resolution of each method's confidence sequence on the risk "

@@ -235,3 +235,30 @@ def test_switch_saves_labels_at_low_risk() -> None:
     # paired: the switch is later than the old bettor in few runs, by little
     later = int((on > off + 5).sum())
     assert clopper_pearson_upper(later, reps, 0.999) < 0.2
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_the_switch_cell_bets_the_same_whatever_the_round_label(side: Side) -> None:
+    """Predictability, checked directly: before every round, two copies of the process see the
+    label 0 and the label 1; each cell's bet (read back from its wealth change) is the same.
+    Under the null the switch rarely bets the cap, so the Monte Carlo tests mostly exercise
+    the fixed cells; this stream makes it bet the cap on most rounds."""
+    h, d = _stream(side, 300, 9)
+    a = _alpha(side)
+    sgn = 1.0 if side == "certify" else -1.0
+    ep = PlugInEProcess(a, 0.1, side, GRID, BetConfig())
+    at_cap = 0
+    for i in range(300):
+        before = ep.log_wealth_cells
+        rho = ep.rho
+        bets = []
+        for label in (0.0, 1.0):
+            twin = PlugInEProcess.from_state(json.loads(json.dumps(ep.to_state())))
+            twin.advance(label, float(d[i]), rho=rho, learn=False)
+            x = sgn * (a - (label + rho * float(d[i])))
+            bets.append([math.expm1(w1 - w0) / x if math.isfinite(w0) else math.nan
+                         for w0, w1 in zip(before, twin.log_wealth_cells, strict=True)])
+        assert bets[0] == pytest.approx(bets[1], rel=1e-9, abs=1e-12, nan_ok=True), i
+        at_cap += bets[0][-1] == pytest.approx(0.95 / (0.7 + rho), rel=1e-9)
+        ep.advance(float(h[i]), float(d[i]))
+    assert at_cap > 100  # the switch cell did bet the cap, from earlier rounds only
