@@ -89,7 +89,7 @@ def dumps_state(view: Any) -> bytes:
     """
     try:
         data = msgspec.json.format(_ENCODER.encode(view), indent=2)
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, ValueError, msgspec.EncodeError):  # ValueError: a lone surrogate
         return _reference(view)
     if not data.isascii() or b"\\" in data or b"\x7f" in data:
         return _reference(view)

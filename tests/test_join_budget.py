@@ -152,3 +152,59 @@ def test_skipped_accounting_evicts_at_the_same_events(monkeypatch: pytest.Monkey
     assert runs[0][:2] == runs[1][:2]
     ev = json.loads(runs[1][1])["counters"]["budget_evictions"]
     assert ev["pending"] > 0 and ev["ids"] + ev["rounded"] > 0
+
+
+_LATE_CONFIG = """
+[events]
+max_waiting_units = 100000
+max_dedupe_entries = 6000
+[[suites]]
+name = "s"
+models = ["m"]
+audit_rate = 1.0
+pending_ttl_seconds = 10
+[[suites.certificates]]
+name = "risk"
+alpha = 0.3
+delta = 0.1
+methods = ["r_eval"]
+"""
+
+
+def _ev(kind: str, event_id: str, example: str, ts: float) -> bytes:
+    return json.dumps({"type": kind, "event_id": event_id, "suite": "s", "model": "m",
+                       "example_id": example, "loss": 0, "ts": ts}).encode()
+
+
+def test_a_late_label_that_moves_event_time_expires_what_is_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A late label (its unit already taken as missing) moves the watermark and expires
+    pending units: they were left unhandled (a checkpoint then refused to restore: "2
+    waiting audit positions, 0 units"), and the next event's expiry grew the dedupe total by
+    all of them at once, past the budget when its accounting was skipped."""
+    cfg = parse_config(_LATE_CONFIG)
+    n = 3000
+    lines = [_ev("judge", "jB", "B", 0.0), _ev("judge", "jX", "X", 11.0)]
+    lines += [_ev("judge", f"jA{i}", f"A{i}", 12.0 + i * 1e-4) for i in range(n)]
+    lines += [_ev("label", "lB", "B", 100.0)]  # late: B expired at ts 12; expires X and A*
+    tail = [_ev("judge", f"jZ{i}", f"Z{i}", 101.0 + i) for i in range(20)]
+    eng = Engine(cfg)
+    for line in lines:
+        eng.process(line)
+    model = eng.suites["s"].models["m"]
+    assert model.counts["expired_pending"] == n + 2 and model.pending_units == 0
+    restored = Engine.restore(cfg, json.loads(json.dumps(eng.snapshot())))
+    for line in tail:
+        eng.process(line)
+        restored.process(line)
+    assert restored.state_view() == eng.state_view()
+    snapshots = []
+    for min_slack in (10**9, 0):  # never skip the budget's accounting; skip all it allows
+        monkeypatch.setattr(budget_module, "MIN_SLACK", min_slack)
+        e = Engine(cfg)
+        for line in lines + tail:
+            e.process(line)
+            assert sum(dedupe(s.join) for s in e.suites.values()) <= 6000
+        snapshots.append(json.dumps(e.snapshot(), sort_keys=True))
+    assert snapshots[0] == snapshots[1]

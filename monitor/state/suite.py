@@ -167,10 +167,10 @@ class SuiteState:
         is_judge = ev.type == "judge"
         dup = join.admit(ev.event_id, key, (jp if is_judge else lp) + example_id, is_judge,
                          ev.ts, ev.loss)
+        if join.expired:  # also after a late label: admit moved the watermark first
+            self._expired(ev.ts, alerts)
         if dup is not None:
             return _refused(model, dup)
-        if join.expired:
-            self._expired(ev.ts, alerts)
         if not is_judge:
             self._label(ev, model, key, alerts)
         elif not plain:

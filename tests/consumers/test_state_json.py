@@ -42,7 +42,7 @@ def test_random_documents_are_byte_identical() -> None:
 
 
 def test_text_msgspec_spells_otherwise_falls_back() -> None:
-    for text in ["caf\u00e9", "tab\there", "quote\"", "back\\slash", "del\x7f", "nl\nx"]:
+    for text in ["caf\u00e9", "tab\there", "quote\"", "back\\slash", "del\x7f", "nl\nx", "\ud800"]:
         doc = {"models": {text: {"v": 1e-5, "s": text}}}
         assert dumps_state(doc) == _reference(doc)
 
