@@ -269,6 +269,7 @@ def model_view(
         for meth in (c.primary_method,) if shown_only else c.methods:
             mon = m.monitors[(c.name, meth)]
             eff = m.effective[(c.name, meth)]
+            weights, estimate = mon.weights_and_estimate()  # (one computation of the weights)
             methods[meth] = {
                 "rounds": mon.rounds,
                 "log_e_certify": finite_or_none(mon.log_e_certify),
@@ -278,10 +279,10 @@ def model_view(
                 "status": eff.status,
                 "certified_at_round": eff.certified_at_round,
                 "violated_at_round": eff.violated_at_round,
-                "risk_estimate": finite_or_none(mon.risk_estimate),
+                "risk_estimate": finite_or_none(estimate),
                 "log_threshold": finite_or_none(mon.log_threshold),
-                "rho_weights": [float(w) for w in mon.rho_weights],
-                "rhos": [float(r) for r in mon.rhos],
+                "rho_weights": weights.astype(float).tolist(),
+                "rhos": mon.rhos.astype(float).tolist(),
                 "cs_valid": bool(mon.cs_valid),
                 **verdict_fields(eff.status, mon.alpha, mon.threshold_delta, mon.cs_lower,
                                  mon.cs_upper, bool(mon.cs_valid)),
