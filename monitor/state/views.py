@@ -269,22 +269,25 @@ def model_view(
         for meth in (c.primary_method,) if shown_only else c.methods:
             mon = m.monitors[(c.name, meth)]
             eff = m.effective[(c.name, meth)]
+            # each read once (a fleet's STATE.json reads thousands of monitors)
+            weights, estimate = mon.weights_and_estimate()
+            lower, upper, valid = mon.cs_lower, mon.cs_upper, bool(mon.cs_valid)
             methods[meth] = {
                 "rounds": mon.rounds,
                 "log_e_certify": finite_or_none(mon.log_e_certify),
                 "log_e_violate": finite_or_none(mon.log_e_violate),
-                "cs_lower": finite_or_none(mon.cs_lower),
-                "cs_upper": finite_or_none(mon.cs_upper),
+                "cs_lower": finite_or_none(lower),
+                "cs_upper": finite_or_none(upper),
                 "status": eff.status,
                 "certified_at_round": eff.certified_at_round,
                 "violated_at_round": eff.violated_at_round,
-                "risk_estimate": finite_or_none(mon.risk_estimate),
+                "risk_estimate": finite_or_none(estimate),
                 "log_threshold": finite_or_none(mon.log_threshold),
-                "rho_weights": [float(w) for w in mon.rho_weights],
-                "rhos": [float(r) for r in mon.rhos],
-                "cs_valid": bool(mon.cs_valid),
-                **verdict_fields(eff.status, mon.alpha, mon.threshold_delta, mon.cs_lower,
-                                 mon.cs_upper, bool(mon.cs_valid)),
+                "rho_weights": weights.astype(float).tolist(),
+                "rhos": mon.rhos.astype(float).tolist(),
+                "cs_valid": valid,
+                **verdict_fields(eff.status, mon.alpha, mon.threshold_delta, lower, upper,
+                                 valid),
                 "status_changed_ts": eff.changed_ts,
                 "primary": meth == c.primary_method,
             }

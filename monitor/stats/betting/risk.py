@@ -365,6 +365,23 @@ class RiskMonitor:
         """Certify-side mixture weights for the next round, shape (S,)."""
         return self._certify.rho_weights
 
+    def weights_and_estimate(self) -> tuple[np.ndarray, float]:
+        """Return :attr:`rho_weights` and :attr:`risk_estimate`, the weights computed once.
+
+        For a view reading both (the same values as the two properties).
+
+        Examples
+        --------
+        >>> m = RiskMonitor(0.2, 0.1, "r_autoeval_plus", BetConfig())
+        >>> m.update(0.0, 0.0, 0.1)
+        >>> w, est = m.weights_and_estimate()
+        >>> w.tolist() == m.rho_weights.tolist(), est == m.risk_estimate
+        (True, True)
+        """
+        c = self._certify
+        w = c.rho_weights
+        return w, (math.nan if c.rounds == 0 else float(np.dot(w, c.mean_per_rho)))
+
     @property
     def rhos(self) -> np.ndarray:
         """Reliance factors, shape (S,)."""
