@@ -199,12 +199,9 @@ class PlugInEProcess:
         new._jp = self._jp
         new._bets, new._ref, new._rounds = self._bets, self._ref, self._rounds
         new._since, new._log_e, new._learned = self._since, self._log_e, self._learned
-        # the cells are replaced by every round (never changed in place): shared until the
-        # first; the switch cell's sums are updated in place, so only a switch row owns them
-        # (unchanged, all zero, without the switch cell): fewer objects per model in a fleet
-        new._u = self._u
+        new._u = list(self._u)  # state: replaced every round, copied to be safe
         new._sums = [0.0] * 5  # state: updated in place
-        new._sw, new._app, new._napp = self._sw, [0.0] * 5 if self._sw else self._app, 0
+        new._sw, new._app, new._napp = self._sw, [0.0] * 5, 0
         return new
 
     def _set_rho(self, rho: float) -> None:
