@@ -65,6 +65,7 @@ class CheckpointStep:
     _outputs: KafkaOutputs | None
     _fetcher: FetchProcess | None
     _read: ReadPositions
+    _advised: dict[tuple[str, int], int]  # the last offsets committed (advisory)
     _lock: threading.RLock
     _budget: ShutdownBudget
     _ready: bool
@@ -110,16 +111,38 @@ class CheckpointStep:
         if commits:
             self._ckpt_failed = False
         self._ready = not self._ckpt_failed  # after a failure: until a checkpoint is written
-        if commits and commit:
+        if not commit:
+            return
+        with self._lock:
+            advice = self._advice(commits)
+        if advice:
             try:
                 wait = self._budget.left(self._commit_timeout_s())
-                # past trailing markers: lag tools (kafka-consumer-groups) show 0 when done
-                read = self._read if self._fetcher is None else self._fetcher.read
-                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(
-                                     read.consumed_to(t, p, o), "", -1)
-                                 for (t, p), o in commits.items()}, timeout_ms=int(1000 * wait))
+                consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                                 for (t, p), o in advice.items()}, timeout_ms=int(1000 * wait))
+                self._advised.update(advice)
             except KafkaError as exc:  # advisory only: the checkpoint is the source of truth
                 log.info("offset commit skipped", extra={"error": repr(exc)})
+
+    def _advice(self, commits: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Return the offsets to commit (advisory), each at the position reading reached.
+
+        Those of the checkpoints just written, and of every checkpointed partition whose
+        reading moved past offsets holding no record (a transaction's commit marker read
+        after the last checkpoint), at :meth:`ReadPositions.consumed_to
+        <consumers.kafka.read_positions.ReadPositions.consumed_to>`: lag tools
+        (kafka-consumer-groups) show 0 when certmon is caught up.
+        """
+        read = self._read if self._fetcher is None else self._fetcher.read
+        advice = {(t, p): read.consumed_to(t, p, o) for (t, p), o in commits.items()}
+        for w in self._workers.values():
+            if w.durable and w.since_checkpoint == 0:  # its offsets are checkpointed
+                for t, o in w.offsets.items():
+                    key = (t, w.partition)
+                    reached = read.consumed_to(t, w.partition, o)
+                    if reached > o and self._advised.get(key) != reached:
+                        advice.setdefault(key, reached)
+        return advice
 
     def _commit_timeout_s(self) -> float:
         """Return how long an offset commit may wait.

@@ -118,6 +118,7 @@ class KafkaRunner(RebalanceCallbacks, CheckpointStep, StopSequence):
         self._workers: dict[int, PartitionWorker] = {}
         self._fetcher: FetchProcess | None = None
         self._read = ReadPositions()  # without a fetch process: the polls' record ends
+        self._advised: dict[tuple[str, int], int] = {}  # offsets last committed (advisory)
         self._lock = threading.RLock()
         self._ready = False
         self._ckpt_failed = False  # the last checkpoint attempt failed
