@@ -28,6 +28,27 @@ bet is predictable too: validity is unaffected, this is about power only. The li
 custom cells without the switch (``PlugInBatch(cells=...)``); :class:`SwitchBatch` here adds it
 back the way ``PlugInBatch`` keeps it for the default cells.
 
+Findings (200 runs seed 13, and 400 runs seed 113; figures "13 / 113"):
+
+- No grid meets both targets. The binding row is the cap case (Example 1, gamma 0.99, delta
+  0.01): the default is 1.27x / 1.24x there; every grid that keeps small bets is worse (geo8
+  1.36 / 1.38x, geo10 1.41 / 1.41x, lin8|geo10 1:1 1.30 / 1.33x, geo8 w~sqrt(lam) 1.28 /
+  1.27x), and the low-risk cap stream (risk 0.05, alpha 0.1, gamma 0.99) loses 5-15% too.
+  The switch cell does not rescue geometric grids there (it follows the fixed cells' mixture
+  bet until sure, so a mixture weighted to small bets drags it as well); a switch at 3/4 of
+  the mass does not help (geo8 1.37 / 1.38x).
+- Geometric grids do help where the Kelly bet is interior: Example 1 gamma 0.7, delta 0.01:
+  1.26 / 1.22x -> 1.14 / 1.08x (geo8), 1.11 / 1.07x (geo6); the small-margin stream, delta
+  0.01: 1.58 / 1.47x -> 1.12 / 1.04x (geo8).
+- Only grids without small bets (geo5, geo6 w~sqrt(lam): smallest bet 0.27 / 0.19) match the
+  default in the cap case (1.23-1.26x); they fail the small-margin stream (geo5 crosses in
+  under half the runs within 2.5x the clairvoyant; geo6 w~sqrt(lam) 1.64-1.99x, 1.09-1.35 of
+  the better fixed method).
+- Best compromise: geo8/1.41 w~sqrt(lam)+sw (Example 1 worst 1.28 / 1.27x, gamma 0.7 1.21 /
+  1.12x, small margin 1.23 / 1.21x at delta 0.01, worst / better fixed 1.08 at delta 0.1).
+  It misses 1.25x at gamma 0.99 by as much as the default and trades the cap case for the
+  interior ones; the default stays the better choice against issue 29's two targets.
+
 Run: ``python benchmarks/plugin_grid_switch.py`` (``--reps 200``, ``--seed 13``; about 70 s,
 most of it the small-margin stream; under 4 minutes on 2 shared cores).
 """
