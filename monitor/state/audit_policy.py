@@ -99,11 +99,15 @@ class AuditPolicy:
                 return None, None
             # a stratified audit's place in its stratum's audit order (none in a warm-up)
             return sample, ([k, sample] if k is None else [k, sample, strata.position(k)])
+        return (UNIFORM if self.audited(ev) else None), None
+
+    def audited(self, ev: Event) -> bool:
+        """Whether a judge event of a model without strata is audited (a uniform round).
+
+        Its own ``audit`` flag when it has one, else certmon's salted hash against
+        ``audit_rate``.
+        """
         if ev.audit is not None:
-            return (UNIFORM if ev.audit else None), None
+            return bool(ev.audit)
         rate = self._rate
-        if rate >= 1.0:
-            return UNIFORM, None
-        if rate > 0.0 and self.uniform(ev.model, ev.example_id) < rate:
-            return UNIFORM, None
-        return None, None
+        return rate >= 1.0 or (rate > 0.0 and self.uniform(ev.model, ev.example_id) < rate)

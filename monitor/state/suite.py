@@ -180,10 +180,7 @@ class SuiteState:
             first = join.take_orphan(key)  # a label that came first
             if first is not None:
                 model.orphan_labels -= 1
-            audit = ev.audit
-            if audit is None:
-                audit = self.audit.decide(ev, None)[0] is not None
-            if audit:
+            if self.audit.audited(ev):
                 self._audited(ev, model, key, first, UNIFORM, None, alerts, requests)
             else:
                 model.block_sum += ev.loss  # the synthetic block
