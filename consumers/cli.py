@@ -18,10 +18,11 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, NoReturn
+from typing import Any
 
 from consumers.accounting import replay_summary
 from consumers.alertmanager.wiring import open_alert_sink, take_over
+from consumers.cli_argparse import HelpFormatter, OneLineErrorParser, VersionAction
 from consumers.config_cli import register as register_config
 from consumers.evaluation_worker.cli import register as register_selection
 from consumers.files import FileSource
@@ -277,61 +278,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- parser
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help showing ``(default: X)`` for options whose default is a value.
-
-    Options without a default (``None``), flags (``False``) and helps that already say
-    their default are left as written.
-    """
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
-            return text
-        return super()._get_help_string(action)
-
-
-class _Version(argparse.Action):
-    """``--version``: the installed version, looked up only when asked (not at every start)."""
-
-    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
-                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
-        from monitor.metrics.operational import package_version
-
-        print(f"certmon {package_version()}")  # on stdout, as argparse's "version" action
-        parser.exit()
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of ``certmon``."""
-    p = _Parser(
+    p = OneLineErrorParser(
         prog="certmon",
         description="Anytime-valid risk certificates for models in production.",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--debug", action="store_true", default=False,
                    help="show tracebacks on errors")
-    p.add_argument("--version", action=_Version,
+    p.add_argument("--version", action=VersionAction,
                    help="print the certmon version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           parser_class=_Parser)
+                           parser_class=OneLineErrorParser)
     add_parser = sub.add_parser
 
     def described(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         """Every subcommand: its one-line help as description, help with defaults."""
         kwargs.setdefault("description", kwargs.get("help"))
-        kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         return add_parser(name, **kwargs)
 
     setattr(sub, "add_parser", described)  # noqa: B010 (also for the registered commands)
