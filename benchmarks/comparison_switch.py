@@ -289,10 +289,10 @@ def main() -> None:
         print(f"{name} done, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     print(f"{args.reps} runs of at most {args.horizon} audited examples; each cell: median, "
           "median / clairvoyant's median on the same streams, share decided within 2000")
-    print(f"{'variant':16s} " + " ".join(f"{h:>22s}" for h in heads))
-    print(f"{'clairvoyant':16s} " + " ".join(f"{c:>22s}" for c in clairv))
+    print(f"{'variant':22s} " + " ".join(f"{h:>22s}" for h in heads))
+    print(f"{'clairvoyant':22s} " + " ".join(f"{c:>22s}" for c in clairv))
     for n in names:
-        print(f"{n:16s} " + " ".join(f"{c:>22s}" for c in res[n]))
+        print(f"{n:22s} " + " ".join(f"{c:>22s}" for c in res[n]))
     print(f"({time.time() - t0:.0f} s)")
 
 
