@@ -75,8 +75,10 @@ shrink30               1.42             1.08
   is noisy: with 400 runs on seed 13 that row is 0.90 (default 0.92). It costs up to 9%
   elsewhere (Example 1 gamma 0.9, delta 0.1: 0.97 -> 1.06x on seed 13; delta 0.01: 1.22 -> 1.26x
   / 1.08 -> 1.13x; risk 0.01 gamma 0.99, delta 0.001: 1.20 -> 1.24x / 1.18 -> 1.23x) and still
-  misses 1.25x on the risk-0.05 stream (1.30 / 1.34x). Not adopted: the next lead is a better
-  reliance (criterion and judge prior), not the switch.
+  misses 1.25x on the risk-0.05 stream (1.30 / 1.34x). Spot checks (``--streams 0,3,4``, 200
+  runs seed 13; delta 0.01): prior 0.25 / 0.75 give 1.38x / 1.30x on the risk-0.05 stream and
+  0.98x / 1.22x at risk 0.01; prior 0.5 with ``geo8 big`` 1.36x. Not adopted: the next lead is a
+  better reliance (criterion and judge prior), not the switch.
 
 Run: ``timeout 600 python benchmarks/plugin_switch_follow.py --reps 200 --seed 13 --only
 "lcb,geo8 big"`` (about 1 minute per 5 variants at 200 runs on 2 busy cores; all variants
@@ -326,6 +328,8 @@ VARIANTS: dict[str, Variant] = {
     "fan geo8 big": Variant(reliance="fan", grid=8, follow="big"),
     "two": Variant(reliance="two"),
     "two prior.5": Variant(reliance="two", prior=0.5),
+    "two prior.25": Variant(reliance="two", prior=0.25),
+    "two prior.75": Variant(reliance="two", prior=0.75),
     "shrink30": Variant(reliance="shrink30"),
 }
 
