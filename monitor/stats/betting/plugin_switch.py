@@ -17,7 +17,13 @@ risks, good judges) the fixed cells clipped at the cap hold only part of the pri
 risk 0.01) and pay ``log(1/w)`` nats; a plug-in bet at the cap pays about ``log 2`` once sure.
 Measured (400 runs): 6-15% fewer labels at risks 0.01 and 0.02, within 3% elsewhere; the worst
 ratio to the better of R-Eval and R-AutoEval went from 1.15 to 1.07. A Kelly cell without the
-confidence bound, or at 3/4 of the mass, lost 10-60% at judge agreement 0.7.
+confidence bound, or at 3/4 of the mass, lost 10-60% at judge agreement 0.7. Not adopted,
+measured (``benchmarks/plugin_switch_follow.py``, 200 runs seed 13 / 400 runs seed 113):
+following only the large cells or the best cell (with linear or geometric grids), leaving at a
+lower bound of the Kelly bet instead of the cap, ``Z`` 1.5-2.5, ``N0`` 8, a mass of 0.35-0.65:
+none moves the worst case (risk 0.05, gamma 0.99, delta 0.01: 1.35-1.51x the clairvoyant's
+labels). There the loss is the plug-in reliance: at the best fixed reliance these cells need
+1.13-1.17x, a cell betting the cap at the plug-in reliance 1.40-1.51x.
 
 Examples
 --------
