@@ -45,8 +45,8 @@ def test_the_label_time_hedges_keep_delta_at_the_null_boundary() -> None:
     reps, delta = 1500, 0.1
     for judge, gamma, seed in (("ex1", 0.9, 11), ("ex1", 0.3, 12)):
         w = uc.simulate(judge, 0.12, 0.12, gamma, reps, 250, seed)
-        for rule, par in (("average", 0.0), ("rebalanced", 0.5), ("soft", 2.0),
-                          ("leader", 1.0)):
+        for rule, par in (("average", 0.0), ("union", 0.0), ("rebalanced", 0.5),
+                          ("soft", 2.0), ("leader", 1.0)):
             lw = uc.hedge(w["per-unit"], w["plugin_up"], rule, par)
             k = int((lw >= math.log(1.0 / delta)).any(axis=0).sum())
             assert clopper_pearson_lower(k, reps, 0.99) <= delta, (judge, gamma, rule, k)
