@@ -63,7 +63,7 @@ from monitor.events import (
 )
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
 from monitor.state.budget import JoinBudget
-from monitor.state.prototypes import ModelFactory
+from monitor.state.prototypes import ModelFactories
 from monitor.state.restore_checks import RefusedState
 from monitor.state.selection_suites import SelectionSuites
 from monitor.state.suite import SuiteState
@@ -137,7 +137,7 @@ class Engine:
         self._max_suite_models = config.events.max_models_per_suite
         self._max_models = config.events.max_models
         self._suites: dict[str, SuiteState] = {}
-        self._factories: dict[int, ModelFactory] = {}  # per [[suites]] entry (see factory())
+        self.factories = ModelFactories()  # one per [[suites]] entry, shared by its suites
         self._n_models = 0  # models of all suites (kept current by _apply and restore)
         self.budget = JoinBudget.of(config.events)  # the memory bound over all suites
         self._fingerprint = config_fingerprint(config)
@@ -188,20 +188,9 @@ class Engine:
                                  f" of this instance, the limit is {self._max_models} "
                                  "(events.max_models)")
         if suite is None:
-            suite = self._suites[ev.suite] = SuiteState(ev.suite, cfg, self.factory(cfg))
+            suite = self._suites[ev.suite] = SuiteState(ev.suite, cfg, self.factories.of(cfg))
             self._n_models += len(suite.models)
         return suite
-
-    def factory(self, cfg: SuiteConfig) -> ModelFactory:
-        """Return the model factory shared by the suites of the ``[[suites]]`` entry ``cfg``.
-
-        Its prototypes are built once per entry, not once per suite (they never see a round:
-        :mod:`monitor.state.prototypes`).
-        """
-        f = self._factories.get(id(cfg))  # cfg is one of self.config.suites: alive as long
-        if f is None:
-            f = self._factories[id(cfg)] = ModelFactory(cfg)
-        return f
 
     def _route(self, name: str) -> SuiteConfig | None:
         return next((sc for sc in self.config.suites if sc.matches_suite(name)), None)
@@ -470,7 +459,7 @@ class Engine:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
-                suite = restore_suite(cfg, sd, eng._clock, eng.factory(cfg))
+                suite = restore_suite(cfg, sd, eng._clock, eng.factories.of(cfg))
                 eng._suites[str(sd["name"])] = suite
                 eng._n_models += len(suite.models)
             check_selection_parts(eng._selection, snapshot.get("selection", []))

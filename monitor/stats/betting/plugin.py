@@ -295,11 +295,7 @@ class PlugInEProcess:
         return [*self._bets, sb if sb < cap else cap]  # <= cap but for rounding
 
     def _cells_step(self, x: float) -> None:
-        """Multiply the cells by the round's factors at :attr:`rho` (bets of :meth:`_round_bets`).
-
-        One compiled call with the switch cell (``plugin_switch.step_switch``: its bet and the
-        round together), the same bits as ``step(u, _round_bets(), x, ref)``.
-        """
+        """``step(u, _round_bets(), x, ref)``: one compiled call, switch cell included."""
         if self._sw:
             self._u, self._ref, self._log_e = step_switch(
                 self._u, self._bets, x, self._ref, self._app, self._napp, self._alpha, self._c,
