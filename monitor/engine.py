@@ -63,6 +63,7 @@ from monitor.events import (
 )
 from monitor.fingerprint import config_fingerprint, fingerprint_hint
 from monitor.state.budget import JoinBudget
+from monitor.state.prototypes import ModelFactories
 from monitor.state.restore_checks import RefusedState
 from monitor.state.selection_suites import SelectionSuites
 from monitor.state.suite import SuiteState
@@ -136,6 +137,7 @@ class Engine:
         self._max_suite_models = config.events.max_models_per_suite
         self._max_models = config.events.max_models
         self._suites: dict[str, SuiteState] = {}
+        self.factories = ModelFactories()  # one per [[suites]] entry, shared by its suites
         self._n_models = 0  # models of all suites (kept current by _apply and restore)
         self.budget = JoinBudget.of(config.events)  # the memory bound over all suites
         self._fingerprint = config_fingerprint(config)
@@ -186,7 +188,7 @@ class Engine:
                                  f" of this instance, the limit is {self._max_models} "
                                  "(events.max_models)")
         if suite is None:
-            suite = self._suites[ev.suite] = SuiteState(ev.suite, cfg)
+            suite = self._suites[ev.suite] = SuiteState(ev.suite, cfg, self.factories.of(cfg))
             self._n_models += len(suite.models)
         return suite
 
@@ -457,7 +459,7 @@ class Engine:
                 cfg = eng._route(str(sd["name"]))
                 if cfg is None:
                     raise ValueError(f"suite {sd['name']!r} is not routed by this config")
-                suite = restore_suite(cfg, sd, eng._clock)
+                suite = restore_suite(cfg, sd, eng._clock, eng.factories.of(cfg))
                 eng._suites[str(sd["name"])] = suite
                 eng._n_models += len(suite.models)
             check_selection_parts(eng._selection, snapshot.get("selection", []))

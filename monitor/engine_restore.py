@@ -29,6 +29,7 @@ from monitor.clock_horizon import ClockHorizon
 from monitor.config import SuiteConfig
 from monitor.errors import CheckpointError
 from monitor.events import REJECTION_REASONS
+from monitor.state.prototypes import ModelFactory
 from monitor.state.restore_checks import (
     RefusedState,
     check_counts,
@@ -67,8 +68,11 @@ def restore_counters(eng: Engine, c: dict[str, Any]) -> None:
     eng.budget.load_evictions(c.get("budget_evictions", {}))  # absent: older snapshot
 
 
-def restore_suite(cfg: SuiteConfig, sd: dict[str, Any], clock: ClockHorizon) -> SuiteState:
+def restore_suite(cfg: SuiteConfig, sd: dict[str, Any], clock: ClockHorizon,
+                  factory: ModelFactory | None = None) -> SuiteState:
     """Rebuild one suite from its document, checked against ``cfg`` before and after.
+
+    ``factory``: the model factory of ``cfg`` the engine shares between suites (else a new one).
 
     Raises
     ------
@@ -76,11 +80,11 @@ def restore_suite(cfg: SuiteConfig, sd: dict[str, Any], clock: ClockHorizon) -> 
         A value out of range, or an event time too far ahead of ``clock``.
     """
     # configuration plus state: checked against the config before use
-    threshold_delta = SuiteState(str(sd["name"]), cfg).threshold_delta
+    threshold_delta = SuiteState(str(sd["name"]), cfg, factory).threshold_delta
     check_suite_dict(cfg, sd, threshold_delta)
     check_suite_detectors(cfg, sd)
     check_suite_strata(cfg, sd, threshold_delta)
-    suite = SuiteState.from_dict(cfg, sd)
+    suite = SuiteState.from_dict(cfg, sd, factory)
     if clock.ahead_of_clock(suite.watermark):  # the input rule
         raise RefusedState(f"suite {suite.name!r} event time {suite.watermark!r}"
                            f" is more than {clock.max_jump:g} s ahead of the "

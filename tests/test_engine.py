@@ -625,3 +625,19 @@ methods = ["r_eval"]
     assert ("a", "certified") in seen and ("a", "certificate_withdrawn") in seen
     a = eng.state_view()["suites"]["s"]["models"]["a"]["certificates"]["r"]["methods"]["r_eval"]
     assert a["status"] == "pending"
+
+
+def test_suites_of_one_entry_share_their_model_factory() -> None:
+    cfg = parse_config("[[suites]]\nname = 'a*'\n[[suites.certificates]]\nname = 'r'\n"
+                       "alpha = 0.1\ndelta = 0.1\n[[suites]]\nname = 'b*'\n"
+                       "[[suites.certificates]]\nname = 'r'\nalpha = 0.2\ndelta = 0.1\n")
+    eng = Engine(cfg)
+    for suite in ("a1", "a2", "b1"):
+        eng.process(ev("judge", f"j{suite}", "x", suite=suite, audit=True))
+    s = eng.suites
+    assert s["a1"].factory is s["a2"].factory is not s["b1"].factory
+    # the prototypes are built once per entry: a new suite's models spawn from them
+    assert s["a1"].factory.group_prototype("r") is s["a2"].factory.group_prototype("r")
+    back = Engine.restore(cfg, eng.snapshot())
+    assert back.suites["a1"].factory is back.suites["a2"].factory
+    assert back.state_view() == eng.state_view()

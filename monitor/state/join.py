@@ -4,9 +4,10 @@ A unit (one example answered by one model) is *judged* by a judge event and *lab
 event; the two can arrive in either order. :class:`JoinWindow` keeps, in bounded memory:
 
 - ``ids``: recent event ids (``dedupe_max_ids`` / ``dedupe_ttl_seconds``) with the unit and loss
-  each one carried, and the set ``units`` of those units ("j"/"l" + unit key), so a replayed event
-  or a second judge/label of one unit is recognised, and an id reused with other content is
-  refused (``event_id_conflict``);
+  each one carried (an entry ``(tick, unit, loss)``: one flat tuple per event), and the set
+  ``units`` of those units ("j"/"l" + unit key), so a replayed event or a second judge/label of
+  one unit is recognised, and an id reused with other content is refused
+  (``event_id_conflict``);
 - ``pending``: audited units waiting for their label (``max_pending`` / ``pending_ttl_seconds``),
   each a :class:`PendingUnit`;
 - ``orphans``: labels waiting for their judge event (``max_orphans`` / ``orphan_ttl_seconds``);
@@ -37,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from monitor.config import SuiteConfig
 from monitor.state.expiring import ExpiringMap, FifoExpiringMap
@@ -106,18 +107,48 @@ class PendingUnit:
 _LOSSES: dict[float, float] = {0.0: 0.0, 1.0: 1.0}  # read-only: canonical loss objects
 
 
-def _unit(payload: Any) -> Any:
-    """Return the unit key ("j"/"l" + key) of an ``ids`` entry.
+_ANY_LOSS: Any = object()  # the loss of an ids entry of an older snapshot (unit only)
 
-    Entries are ``(unit, loss)`` (``[unit, loss]`` once read from a snapshot), or the unit
-    alone in snapshots of older versions.
+
+def _flat_id(tick: float, payload: Any) -> tuple[float, Any, Any]:
+    """Return the ``ids`` entry ``(tick, unit, loss)`` of a snapshot's payload.
+
+    A payload is ``[unit, loss]``, or the unit alone in snapshots of older versions (then
+    the loss is ``_ANY_LOSS``: its id matches any loss of the same unit).
     """
-    return payload if type(payload) is str else payload[0]
+    return (tick, payload, _ANY_LOSS) if type(payload) is str else (tick, payload[0],
+                                                                    payload[1])
 
 
-def _id_json(payload: Any) -> Any:
-    """Return the JSON form of an ``ids`` entry (a list, as it reads back)."""
-    return payload if type(payload) is str else [payload[0], payload[1]]
+def _ids_columns(d: dict[str, tuple[float, Any, Any]]) -> dict[str, Any]:
+    """Return the snapshot columns of the ``ids`` entries.
+
+    What ``ExpiringMap.to_columns`` writes for payloads ``[unit, loss]`` (the unit alone for
+    an older snapshot's entry).
+
+    Examples
+    --------
+    >>> _ids_columns({"e1": (5.0, "j1:mx", 0.0), "e2": (5.0, "l1:mx", _ANY_LOSS)})
+    {'keys': ['e1', 'e2'], 'ticks': [[5.0, 2]], 'payloads': [['j1:mx', 0.0], 'l1:mx']}
+    >>> _ids_columns({})
+    {'keys': [], 'ticks': []}
+    """
+    keys: list[str] = []
+    ticks: list[list[Any]] = []
+    payloads: list[Any] = []
+    last: list[Any] | None = None
+    for k, (t, unit, loss) in d.items():
+        keys.append(k)
+        payloads.append(unit if loss is _ANY_LOSS else [unit, loss])
+        if last is not None and last[0] == t:
+            last[1] += 1
+        else:
+            last = [t, 1]
+            ticks.append(last)
+    out: dict[str, Any] = {"keys": keys, "ticks": ticks}
+    if payloads:
+        out["payloads"] = payloads
+    return out
 
 
 class JoinWindow:
@@ -171,7 +202,8 @@ class JoinWindow:
 
     def _bind(self) -> None:
         # direct references to the underlying maps for the per-event path
-        self._ids_d = self.ids.data
+        # the ids entries are (tick, unit, loss): this class reads and writes them itself
+        self._ids_d = cast("dict[str, tuple[float, Any, Any]]", self.ids.data)
         self._order = self.ids.order
         self._pending_d = self.pending.data
         self._orphans_d = self.orphans.data
@@ -196,8 +228,7 @@ class JoinWindow:
         if seen is not None:
             # the same content (the same unit, type and loss) is a duplicate; anything else
             # reusing the id is bad input (a snapshot of an older version kept the unit only)
-            old = seen[1]
-            if old == ukey or (type(old) is not str and old[0] == ukey and old[1] == loss):
+            if seen[1] == ukey and (seen[2] is _ANY_LOSS or seen[2] == loss):
                 return "event_id"
             return "event_id_conflict"
         late = False
@@ -218,15 +249,15 @@ class JoinWindow:
         tick = self.tick = self.watermark
         if tick + self._min_ttl + self._grace < self._due:
             self._due = tick + self._min_ttl + self._grace
-        # FifoExpiringMap.put without the eviction list; the usual losses 0 and 1 share one
-        # float object each (a tuple and no new float per id)
-        ids[event_id] = (tick, (ukey, _LOSSES.get(loss, loss)))
+        # FifoExpiringMap.put without the eviction list, one flat tuple per id; the usual
+        # losses 0 and 1 share one float object each (no new float per id)
+        ids[event_id] = (tick, ukey, _LOSSES.get(loss, loss))
         order = self._order
         order.append(event_id)
         units = self.units
         units.add(ukey)
         while len(ids) > self._max_ids:
-            units.discard(_unit(ids.pop(order.popleft())[1]))
+            units.discard(ids.pop(order.popleft())[1])
         return "late" if late else None
 
     def _expire(self) -> None:
@@ -248,8 +279,7 @@ class JoinWindow:
                     break
                 popleft()
                 del ids[event_id]
-                unit = entry[1]  # _unit(entry[1]), inlined: with many suites this loop
-                discard(unit if type(unit) is str else unit[0])  # evicts most event ids
+                discard(entry[1])  # with many suites this loop evicts most event ids
         due = ids[order[0]][0] + ttl if order else math.inf
         if self._pending_d:
             due = self._expire_map("pending", self.pending, self._pending_d, w, due)
@@ -340,7 +370,7 @@ class JoinWindow:
         """
         order, r = self._order, self._rounded_d
         if order and (not r or self._ids_d[order[0]][0] <= r[next(iter(r))][0]):
-            self.units.discard(_unit(self._ids_d.pop(order.popleft())[1]))
+            self.units.discard(self._ids_d.pop(order.popleft())[1])
             return "ids"
         r.popitem(last=False)
         return "rounded"
@@ -349,7 +379,7 @@ class JoinWindow:
     def to_dict(self) -> dict[str, Any]:
         """JSON columns of the four maps (pending units as :meth:`PendingUnit.to_list`)."""
         return {
-            "ids": self.ids.to_columns(_id_json),
+            "ids": _ids_columns(self._ids_d),
             "pending": self.pending.to_columns(PendingUnit.to_list),
             "orphans": self.orphans.to_columns(),
             "rounded": self.rounded.to_columns(),
@@ -362,7 +392,10 @@ class JoinWindow:
         w = cls(config)
         w.watermark = watermark
         w.ids = FifoExpiringMap.from_columns(c.dedupe_max_ids, c.dedupe_ttl_seconds, d["ids"])
-        w.units = {str(_unit(u)) for _, (_, u) in w.ids.data.items()}
+        ids: dict[str, Any] = w.ids.data
+        for k, (t, p) in ids.items():  # (values replaced in place: the keys stay)
+            ids[k] = _flat_id(t, p)
+        w.units = {str(unit) for _, unit, _ in ids.values()}
         w.pending = ExpiringMap.from_columns(c.max_pending, c.pending_ttl_seconds, d["pending"],
                                              PendingUnit.from_list)
         w.orphans = ExpiringMap.from_columns(c.max_orphans, c.orphan_ttl_seconds, d["orphans"])

@@ -81,7 +81,8 @@ def _refused(model: ModelState, dup: str) -> str | None:
 class SuiteState:
     """Everything certmon knows about one suite (see the module docstring)."""
 
-    def __init__(self, name: str, config: SuiteConfig) -> None:
+    def __init__(self, name: str, config: SuiteConfig,
+                 factory: ModelFactory | None = None) -> None:
         self.name = name
         self.config = config
         self.models: dict[str, ModelState] = {}
@@ -90,7 +91,9 @@ class SuiteState:
         self.refused_count = 0
         self.join = JoinWindow(config)
         self.audit = AuditPolicy(name, config)
-        self.factory = ModelFactory(config)
+        # the factory of this configuration (suites of one [[suites]] entry may share one: its
+        # prototypes never see a round)
+        self.factory = ModelFactory(config) if factory is None else factory
         self.book = StatusBook(name, config, self.models)
         self.comparisons = SuiteComparisons(name, config)  # [[suites.comparisons]]
         self._certs = list(config.certificates)
@@ -380,9 +383,10 @@ class SuiteState:
         return d
 
     @classmethod
-    def from_dict(cls, config: SuiteConfig, d: dict[str, Any]) -> SuiteState:
-        """Inverse of :meth:`to_dict`."""
-        s = cls(str(d["name"]), config)
+    def from_dict(cls, config: SuiteConfig, d: dict[str, Any],
+                  factory: ModelFactory | None = None) -> SuiteState:
+        """Inverse of :meth:`to_dict` (``factory``: as for the constructor)."""
+        s = cls(str(d["name"]), config, factory)
         s.models.clear()
         watermark = -math.inf if d["watermark"] is None else float(d["watermark"])
         strata = s.factory.strata

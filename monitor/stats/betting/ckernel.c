@@ -127,6 +127,120 @@ static PyObject *step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 /*
+ * step_switch(u, bets, x, ref, app, napp, alpha, c, sgn, off, rho) -> (list, float, float)
+ *
+ * One round of a row with the switch cell (plugin_switch.py), as
+ * step(u, bets + [sb], x, ref) where sb is the switch cell's bet (plugin_switch.py's
+ * step_switch_py): the cap c / (off + rho) when sure(app, napp, alpha, c, sgn, off, rho),
+ * else follow_bet(u, bets) clipped at the cap. u has len(bets) + 1 cells; app is a list of 5
+ * floats. The same operations in the same order as the Python twin.
+ */
+static PyObject *step_switch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "step_switch takes 11 arguments");
+        return NULL;
+    }
+    PyObject *u = args[0], *bets = args[1], *app = args[4];
+    if (!PyList_CheckExact(u) || !PyList_CheckExact(bets) || !PyList_CheckExact(app)
+        || PyList_GET_SIZE(app) != 5) {
+        PyErr_SetString(PyExc_TypeError, "u, bets and app (5 floats) must be lists");
+        return NULL;
+    }
+    double x, ref, alpha, c, sgn, off, rho, a[5];
+    if (as_double(args[2], &x) < 0 || as_double(args[3], &ref) < 0
+        || as_double(args[6], &alpha) < 0 || as_double(args[7], &c) < 0
+        || as_double(args[8], &sgn) < 0 || as_double(args[9], &off) < 0
+        || as_double(args[10], &rho) < 0)
+        return NULL;
+    for (int i = 0; i < 5; i++)
+        if (as_double(PyList_GET_ITEM(app, i), &a[i]) < 0) return NULL;
+    long long napp = PyLong_AsLongLong(args[5]);
+    if (napp == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t g = PyList_GET_SIZE(bets), n = PyList_GET_SIZE(u);
+    if (n != g + 1) {
+        PyErr_SetString(PyExc_ValueError, "u must have one cell more than bets");
+        return NULL;
+    }
+    double bvals[64], uvals[64];
+    double *b = n <= 64 ? bvals : PyMem_Malloc((size_t)n * sizeof(double));
+    double *uv = n <= 64 ? uvals : PyMem_Malloc((size_t)n * sizeof(double));
+    if (b == NULL || uv == NULL) {
+        if (b != NULL && b != bvals) PyMem_Free(b);
+        if (uv != NULL && uv != uvals) PyMem_Free(uv);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (as_double(PyList_GET_ITEM(u, k), &uv[k]) < 0) goto done;
+    for (Py_ssize_t k = 0; k < g; k++)
+        if (as_double(PyList_GET_ITEM(bets, k), &b[k]) < 0) goto done;
+    double cap = c / (off + rho);
+    int is_sure = 0;
+    if (napp >= 2) {  /* plugin_switch.sure */
+        double t = (double)napp;
+        double ml = a[0] / t, md = a[1] / t;
+        double vl = a[2] / t - ml * ml;
+        double cov = a[3] / t - ml * md;
+        double vd = a[4] / t - md * md;
+        double e = sgn * (alpha - (ml + rho * md));
+        double v = vl + 2.0 * rho * cov + rho * rho * vd;
+        v = ((v > 0.0 ? v : 0.0) * t + 2.0 * 0.25) / (t + 2.0);  /* N0 = 2 */
+        double lo = e - 2.0 * sqrt(v / t);  /* Z = 2 */
+        is_sure = lo > 0.0 && lo >= c / (off + rho) * (v + e * e);
+    }
+    double sb;
+    if (is_sure) {
+        sb = cap;
+    } else {  /* plugin_switch.follow_bet: sums from 0 left to right, as Python 3.11's sum */
+        double den = 0.0, num = 0.0;
+        for (Py_ssize_t k = 0; k < g; k++) den += uv[k];
+        for (Py_ssize_t k = 0; k < g; k++) num += uv[k] * b[k];
+        sb = den > 0.0 ? num / den : 0.0;
+        sb = sb < cap ? sb : cap;
+    }
+    b[g] = sb;
+    /* step(u, bets + [sb], x, ref) */
+    double tot = 0.0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        uv[k] = uv[k] * (1.0 + b[k] * x);
+        tot += uv[k];
+    }
+    if (!(1e-150 < tot && tot < 1e150)) {
+        if (tot == 0.0) {  /* never with c < 1: every factor is >= 1 - c > 0 */
+            PyErr_SetString(PyExc_ZeroDivisionError, "float division by zero");
+            goto done;
+        }
+        double tot2 = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            uv[k] = uv[k] / tot;
+            tot2 += uv[k];
+        }
+        double lt;
+        if (py_log(tot, &lt) < 0) goto done;
+        ref = ref + lt;
+        tot = tot2;
+    }
+    double lt;
+    if (py_log(tot, &lt) < 0) goto done;
+    PyObject *out = PyList_New(n);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *f = PyFloat_FromDouble(uv[k]);
+        if (f == NULL) {
+            Py_DECREF(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, f);
+    }
+    result = Py_BuildValue("(Ndd)", out, ref, ref + lt);
+done:
+    if (b != bvals) PyMem_Free(b);
+    if (uv != uvals) PyMem_Free(uv);
+    return result;
+}
+
+/*
  * reliance(sums, human, shift, t, alpha, c, certify, rhos[, judge_prior]) -> float
  *
  * Adds the round to the running sums (sums: a list of 5 floats, updated in place: l, d, l^2,
@@ -360,6 +474,9 @@ static PyMethodDef methods[] = {
     {"step", (PyCFunction)(void (*)(void))step, METH_FASTCALL,
      "step(u, bets, x, ref) -> (list, float, float)\n\nOne round of the cells: cells, ref, "
      "log wealth."},
+    {"step_switch", (PyCFunction)(void (*)(void))step_switch, METH_FASTCALL,
+     "step_switch(u, bets, x, ref, app, napp, alpha, c, sgn, off, rho) -> (list, float, "
+     "float)\n\nOne round of a row with the switch cell: cells, ref, log wealth."},
     {"reliance", (PyCFunction)(void (*)(void))reliance, METH_FASTCALL,
      "reliance(sums, human, shift, t, alpha, c, certify, rhos[, judge_prior]) -> float\n\nAdd "
      "the round to "

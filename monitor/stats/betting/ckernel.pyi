@@ -5,6 +5,9 @@ from typing import Literal
 
 def step(u: list[float], bets: list[float], x: float,
          ref: float) -> tuple[list[float], float, float]: ...
+def step_switch(u: list[float], bets: list[float], x: float, ref: float, app: list[float],
+                napp: int, alpha: float, c: float, sgn: float, off: float,
+                rho: float) -> tuple[list[float], float, float]: ...
 def reliance(sums: list[float], human: float, shift: float, t: int, alpha: float, c: float,
              certify: bool, rhos: list[float], judge_prior: bool = False) -> float: ...
 def worst_log_factors(alpha: float, side: Literal["certify", "violate"], lam: Sequence[float],

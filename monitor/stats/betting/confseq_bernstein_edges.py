@@ -148,8 +148,9 @@ class IntervalNarrowing:
         at = base - point if side == 0 else point - base
         if j < j0 or not 0 <= at < width or j >= len(mix) + j0:
             return j
-        accept = mix[j - j0:, at] < self.clear_accept
-        return j + (len(accept) if bool(accept.all()) else int(np.argmin(accept)))
+        accept = mix[j - j0:, at] < self.clear_accept  # not empty: j < len(mix) + j0
+        first = int(accept.argmin())  # the first False, else 0 (then every value is True)
+        return j + (len(accept) if accept[first] else first)
 
     def skip_rejected(self, side: int, j: int, point: int, limit: int) -> int:
         """Return the first point from ``point`` inward (not past ``limit``) not clearly rejected.
@@ -170,8 +171,9 @@ class IntervalNarrowing:
         n = min(width - at, (point - limit if side == 0 else limit - point) + 1)
         if n <= 0:
             return point
-        clear = mix[j - j0, at : at + n] >= self.clear_reject
-        k = n if bool(clear.all()) else int(np.argmin(clear))
+        clear = mix[j - j0, at : at + n] >= self.clear_reject  # not empty: n >= 1
+        first = int(clear.argmin())  # the first False, else 0 (then every value is True)
+        k = n if clear[first] else first
         return point - k if side == 0 else point + k
 
     def rejected(self, side: int, j: int, point: int) -> bool:

@@ -70,7 +70,13 @@ from monitor.stats.betting.plugin_state import (
     plugin_state,
     read_dynamics,
 )
-from monitor.stats.betting.plugin_switch import follow_bet, sure, with_switch, worst_log_factor
+from monitor.stats.betting.plugin_switch import (
+    follow_bet,
+    step_switch,
+    sure,
+    with_switch,
+    worst_log_factor,
+)
 from monitor.stats.state_contract import check_header, restorer
 
 __all__ = ["CELLS", "EXT_RATIO", "EXT_WEIGHT", "PlugInEProcess", "bet_grid", "merge_clipped",
@@ -288,6 +294,15 @@ class PlugInEProcess:
         sb = follow_bet(self._u, self._bets)
         return [*self._bets, sb if sb < cap else cap]  # <= cap but for rounding
 
+    def _cells_step(self, x: float) -> None:
+        """``step(u, _round_bets(), x, ref)``: one compiled call, switch cell included."""
+        if self._sw:
+            self._u, self._ref, self._log_e = step_switch(
+                self._u, self._bets, x, self._ref, self._app, self._napp, self._alpha, self._c,
+                self._sgn, self._off, self._rho)
+        else:
+            self._u, self._ref, self._log_e = step(self._u, self._bets, x, self._ref)
+
     # ------------------------------------------------------------------ update
     def advance(self, human: float, shift: float, rho: float | None = None,
                 learn: bool = True) -> float:
@@ -302,7 +317,7 @@ class PlugInEProcess:
         if rho is not None and rho != now:
             self._set_rho(rho)
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = step(self._u, self._round_bets(), x, self._ref)
+        self._cells_step(x)
         self._rounds += 1
         if self._sw:  # the switch cell's statistics: rounds applied, in order
             a = self._app
@@ -350,7 +365,7 @@ class PlugInEProcess:
         if rho is not None and rho != now:
             self._set_rho(rho)  # the round's own reliance, then back to the current one
         x = self._sgn * (self._alpha - (human + self._rho * shift))
-        self._u, self._ref, self._log_e = step(self._u, self._round_bets(), x, self._ref)
+        self._cells_step(x)
         if self._rho != now:
             self._set_rho(now)
         return self._log_e

@@ -53,8 +53,10 @@ from operator import mul
 
 from monitor.stats.betting.bets import Side
 from monitor.stats.betting.plugin_bounds import worst_log_factors
+from monitor.stats.betting.plugin_round import step_py
 
-__all__ = ["N0", "WEIGHT", "Z", "follow_bet", "sure", "with_switch", "worst_log_factor"]
+__all__ = ["N0", "WEIGHT", "Z", "follow_bet", "step_switch", "step_switch_py", "sure",
+           "with_switch", "worst_log_factor"]
 
 Z = 2.0
 """Standard errors taken off the estimated edge."""
@@ -132,3 +134,33 @@ def worst_log_factor(alpha: float, side: Side, c: float, human: float | None,
     big = c / (1.0 - alpha if side == "certify" else alpha)  # the largest cap: clipped to cap
     v = worst_log_factors(alpha, side, [big], c, human, rho, shift)[0]
     return v if v < 0.0 else 0.0
+
+
+def step_switch_py(u: list[float], bets: list[float], x: float, ref: float, app: list[float],
+                   napp: int, alpha: float, c: float, sgn: float, off: float,
+                   rho: float) -> tuple[list[float], float, float]:
+    """One round of a row with the switch cell: ``step(u, bets + [sb], x, ref)``.
+
+    ``sb`` is the switch cell's bet at reliance ``rho``: the cap ``c / (off + rho)`` when
+    :func:`sure`, else :func:`follow_bet` clipped at the cap. The Python reference of the
+    compiled ``ckernel.step_switch`` (the same bits, ``tests/stats/betting/test_ckernel.py``),
+    which saves the calls and lists of a round (``benchmarks/replay_shapes.py``).
+
+    Examples
+    --------
+    >>> cells, ref, log_e = step_switch_py([0.25, 0.25, 0.5], [0.2, 0.4], 0.1, 0.0,
+    ...                                    [0.0] * 5, 0, 0.3, 0.95, 1.0, 0.7, 0.0)
+    >>> [round(v, 6) for v in cells], ref   # the switch cell follows the fixed cells (0.3)
+    ([0.255, 0.26, 0.515], 0.0)
+    """
+    cap = c / (off + rho)
+    if sure(app, napp, alpha, c, sgn, off, rho):
+        return step_py(u, [*bets, cap], x, ref)
+    sb = follow_bet(u, bets)
+    return step_py(u, [*bets, sb if sb < cap else cap], x, ref)
+
+
+try:  # the compiled round (setup.py builds it when a C compiler is present): same bits
+    from monitor.stats.betting.ckernel import step_switch
+except ImportError:  # pragma: no cover - depends on the install
+    step_switch = step_switch_py

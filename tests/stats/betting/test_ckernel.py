@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from monitor.stats.betting import plugin as plugin_mod
-from monitor.stats.betting import plugin_bounds, plugin_round
+from monitor.stats.betting import plugin_bounds, plugin_round, plugin_switch
 from monitor.stats.betting.bets import BetConfig
 from monitor.stats.betting.plugin import PlugInEProcess
 from monitor.stats.betting.plugin_bounds import add_worst_log_factors_py, worst_log_factors_py
 from monitor.stats.betting.plugin_round import reliance_py, step_py
+from monitor.stats.betting.plugin_switch import step_switch_py
 from tests.ckernels import load
 
 
@@ -108,7 +109,43 @@ def test_processes_match_python_over_streams(ck: ModuleType,
     assert plugin_round.step is ck.step and plugin_round.reliance is ck.reliance
     monkeypatch.setattr(plugin_mod, "step", step_py)  # the names PlugInEProcess calls
     monkeypatch.setattr(plugin_mod, "reliance", reliance_py)
+    monkeypatch.setattr(plugin_mod, "step_switch", step_switch_py)
     assert json.dumps(run()) == json.dumps(compiled)
+
+
+def test_step_switch_matches_python(ck: ModuleType) -> None:
+    rng = random.Random(13)
+    seen = set()
+    for case in range(6000):
+        g = rng.choice([0, 1, 8, 13, rng.randint(0, 70)])  # > 63 bets: allocated buffers
+        scale = rng.choice([1.0, 1.0, 1e-152, 1e148, 1e151])
+        u = [rng.choice([0.0, 5e-324, rng.random()]) * scale for _ in range(g + 1)]
+        alpha, c = rng.uniform(0.01, 0.99), rng.choice([0.5, 0.95, rng.random()])
+        sgn, off = rng.choice([(1.0, 1.0 - alpha), (-1.0, alpha)])
+        rho = rng.choice([0.0, 1.0, rng.random()])
+        cap = c / (off + rho)
+        bets = [rng.choice([cap, rng.uniform(0, 1.5 * cap)]) for _ in range(g)]
+        napp = rng.choice([0, 1, 2, 3, 50, 10**4])
+        h = [float(rng.random() < rng.choice([0.0, 0.01, 0.3])) for _ in range(min(napp, 200))]
+        dd = [rng.gauss(0.0, rng.choice([0.0, 0.01, 0.2])) for _ in h]
+        k = napp / max(1, len(h))
+        app = [k * sum(h), k * sum(dd), k * sum(x * x for x in h),
+               k * sum(x * y for x, y in zip(h, dd, strict=True)), k * sum(y * y for y in dd)]
+        x = rng.choice([0.0, -0.0, -0.19, 0.19, rng.uniform(-0.19, 0.19)])
+        ref = rng.choice([0.0, -700.0, rng.uniform(-50, 50)])
+        args = (u, bets, x, ref, app, napp, alpha, c, sgn, off, rho)
+        outcomes = []
+        for fn in (ck.step_switch, step_switch_py):
+            try:
+                outcomes.append(_hex(fn(*args)))
+            except (ZeroDivisionError, ValueError) as exc:  # a sum that underflowed to 0
+                outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1], (case, args)
+        if isinstance(outcomes[0], list):
+            seen.add(("sure", plugin_switch.sure(app, napp, alpha, c, sgn, off, rho)))
+            seen.add(("moved", outcomes[0][1] != _hex(ref)))
+    # both bets of the switch cell, and the renormalisation, were compared
+    assert seen >= {("sure", True), ("sure", False), ("moved", True)}, seen
 
 
 def test_worst_log_factors_matches_python(ck: ModuleType) -> None:
@@ -173,6 +210,10 @@ def test_bad_input_raises(ck: ModuleType) -> None:
         ck.step([1.0], ["x"], 0.5, 0.0)
     with pytest.raises(ValueError, match="differ in length"):
         ck.step([1.0], [1.0, 2.0], 0.5, 0.0)
+    with pytest.raises(ValueError, match="one cell more"):
+        ck.step_switch([1.0], [1.0], 0.5, 0.0, [0.0] * 5, 0, 0.1, 0.5, 1.0, 0.9, 0.0)
+    with pytest.raises(TypeError):
+        ck.step_switch([1.0, 1.0], [1.0], 0.5, 0.0, [0.0] * 4, 0, 0.1, 0.5, 1.0, 0.9, 0.0)
     with pytest.raises(TypeError):
         ck.reliance([0.0] * 4, 0.0, 0.0, 3, 0.1, 0.5, True, [0.0])
     with pytest.raises(TypeError):  # too many arguments
