@@ -21,6 +21,7 @@ from monitor.stats.betting.autoeval import (
     one_sided_test,
     restore_test,
 )
+from monitor.stats.betting.autoeval_base import OneSidedBase
 from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
 from monitor.stats.state_contract import check_header, restorer
 
@@ -386,6 +387,21 @@ class RiskMonitor:
     def rhos(self) -> np.ndarray:
         """Reliance factors, shape (S,)."""
         return self._certify.rhos
+
+    def rho_values(self) -> list[float]:
+        """:attr:`rhos` as a new list of Python floats, for a view (no array built).
+
+        Examples
+        --------
+        >>> m = RiskMonitor(0.2, 0.1, "r_autoeval_plus", BetConfig(), n_rhos=3)
+        >>> m.rho_values() == m.rhos.astype(float).tolist()
+        True
+        """
+        c = self._certify
+        if isinstance(c, OneSidedBase):
+            return list(c.rho_list)  # floats already (OneSidedBase checks them)
+        values: list[float] = c.rhos.astype(float).tolist()
+        return values
 
     @property
     def judge_bias(self) -> float:
