@@ -20,8 +20,6 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
@@ -274,7 +272,7 @@ def model_view(
             mon = monitors[(c.name, meth)]
             eff = effective[(c.name, meth)]
             # each read once (a fleet's STATE.json reads thousands of monitors)
-            weights, estimate = mon.weights_and_estimate()
+            weights, estimate = mon.weight_list_and_estimate()
             lower, upper, valid = mon.cs_lower, mon.cs_upper, bool(mon.cs_valid)
             status = eff.status
             bound = verdict_bound(status, mon.alpha, lower, upper, valid)  # verdict_fields
@@ -289,7 +287,7 @@ def model_view(
                 "violated_at_round": eff.violated_at_round,
                 "risk_estimate": fin(estimate),
                 "log_threshold": fin(mon.log_threshold),
-                "rho_weights": np.asarray(weights, dtype=float).tolist(),
+                "rho_weights": weights,
                 "rhos": mon.rho_values(),
                 "cs_valid": valid,
                 "risk_upper_bound": bound[1] if bound is not None and bound[0] == "upper"

@@ -15,6 +15,7 @@ from monitor.stats.betting.autoeval import (
     Method,
     MixtureTest,
     OneSidedTest,
+    PlugInTest,
     advance_verified_pair,
     check_round,
     method_rhos,
@@ -382,6 +383,27 @@ class RiskMonitor:
         c = self._certify
         w = c.rho_weights
         return w, (math.nan if c.rounds == 0 else float(np.dot(w, c.mean_per_rho)))
+
+    def weight_list_and_estimate(self) -> tuple[list[float], float]:
+        """:meth:`weights_and_estimate` with the weights as a list of floats (for a view).
+
+        The same values; a plug-in test computes them itself
+        (:meth:`~monitor.stats.betting.autoeval_plugin.PlugInTest.weight_list_and_estimate`).
+
+        Examples
+        --------
+        >>> m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig())
+        >>> m.update(0.0, 0.0, 0.1)
+        >>> w, est = m.weights_and_estimate()
+        >>> m.weight_list_and_estimate() == (w.tolist(), est)
+        True
+        """
+        c = self._certify
+        if isinstance(c, PlugInTest):
+            return c.weight_list_and_estimate()
+        w, est = self.weights_and_estimate()
+        values: list[float] = np.asarray(w, dtype=float).tolist()
+        return values, est
 
     @property
     def rhos(self) -> np.ndarray:
