@@ -20,9 +20,13 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
+from monitor.stats.betting.autoeval_plugin import PlugInTest
+from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.verdict import verdict_bound
 
 if TYPE_CHECKING:
@@ -272,7 +276,7 @@ def model_view(
             mon = monitors[(c.name, meth)]
             eff = effective[(c.name, meth)]
             # each read once (a fleet's STATE.json reads thousands of monitors)
-            weights, estimate = mon.weight_list_and_estimate()
+            weights, estimate, rhos = _weights_estimate_rhos(mon)
             lower, upper, valid = mon.cs_lower, mon.cs_upper, bool(mon.cs_valid)
             status = eff.status
             bound = verdict_bound(status, mon.alpha, lower, upper, valid)  # verdict_fields
@@ -288,7 +292,7 @@ def model_view(
                 "risk_estimate": fin(estimate),
                 "log_threshold": fin(mon.log_threshold),
                 "rho_weights": weights,
-                "rhos": mon.rho_values(),
+                "rhos": rhos,
                 "cs_valid": valid,
                 "risk_upper_bound": bound[1] if bound is not None and bound[0] == "upper"
                 else None,
@@ -336,6 +340,23 @@ def model_view(
         **({} if m.strata is None else {"strata": m.strata.view()}),
         **({} if m.active is None else {"active": active_view(m, certs_config)}),
     }
+
+
+def _weights_estimate_rhos(mon: RiskMonitor) -> tuple[list[float], float, list[float]]:
+    """Return a monitor's ``rho_weights``, ``risk_estimate`` and ``rhos`` for its view.
+
+    The values of :meth:`~monitor.stats.betting.risk.RiskMonitor.weights_and_estimate` and
+    :attr:`~monitor.stats.betting.risk.RiskMonitor.rhos`; a plug-in test (``plugin_up``, the
+    default) gives them as lists, without numpy for a one-rho method
+    (:meth:`~monitor.stats.betting.autoeval_plugin.PlugInTest.weight_list_and_estimate`):
+    a fleet's STATE.json reads thousands of monitors.
+    """
+    test = mon.certify_test
+    if isinstance(test, PlugInTest):
+        weights, estimate = test.weight_list_and_estimate()
+        return weights, estimate, list(test.rho_list)
+    w, estimate = mon.weights_and_estimate()
+    return np.asarray(w, dtype=float).tolist(), estimate, mon.rhos.astype(float).tolist()
 
 
 def suite_view(suite: SuiteState, shown_only: bool = False) -> dict[str, Any]:

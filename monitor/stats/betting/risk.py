@@ -15,14 +15,12 @@ from monitor.stats.betting.autoeval import (
     Method,
     MixtureTest,
     OneSidedTest,
-    PlugInTest,
     advance_verified_pair,
     check_round,
     method_rhos,
     one_sided_test,
     restore_test,
 )
-from monitor.stats.betting.autoeval_base import OneSidedBase
 from monitor.stats.betting.bets import DEFAULT_CS_GRID, DEFAULT_RHOS, BetConfig
 from monitor.stats.state_contract import check_header, restorer
 
@@ -384,46 +382,10 @@ class RiskMonitor:
         w = c.rho_weights
         return w, (math.nan if c.rounds == 0 else float(np.dot(w, c.mean_per_rho)))
 
-    def weight_list_and_estimate(self) -> tuple[list[float], float]:
-        """:meth:`weights_and_estimate` with the weights as a list of floats (for a view).
-
-        The same values; a plug-in test computes them itself
-        (:meth:`~monitor.stats.betting.autoeval_plugin.PlugInTest.weight_list_and_estimate`).
-
-        Examples
-        --------
-        >>> m = RiskMonitor(0.2, 0.1, "r_eval", BetConfig())
-        >>> m.update(0.0, 0.0, 0.1)
-        >>> w, est = m.weights_and_estimate()
-        >>> m.weight_list_and_estimate() == (w.tolist(), est)
-        True
-        """
-        c = self._certify
-        if isinstance(c, PlugInTest):
-            return c.weight_list_and_estimate()
-        w, est = self.weights_and_estimate()
-        values: list[float] = np.asarray(w, dtype=float).tolist()
-        return values, est
-
     @property
     def rhos(self) -> np.ndarray:
         """Reliance factors, shape (S,)."""
         return self._certify.rhos
-
-    def rho_values(self) -> list[float]:
-        """:attr:`rhos` as a new list of Python floats, for a view (no array built).
-
-        Examples
-        --------
-        >>> m = RiskMonitor(0.2, 0.1, "r_autoeval_plus", BetConfig(), n_rhos=3)
-        >>> m.rho_values() == m.rhos.astype(float).tolist()
-        True
-        """
-        c = self._certify
-        if isinstance(c, OneSidedBase):
-            return list(c.rho_list)  # floats already (OneSidedBase checks them)
-        values: list[float] = c.rhos.astype(float).tolist()
-        return values
 
     @property
     def judge_bias(self) -> float:
