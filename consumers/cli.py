@@ -460,7 +460,7 @@ def console_main() -> int:
     no per-registry one) also covers counters defined by the Kafka modules. It is called here,
     once per process, and never by library code, so importing certmon changes nothing.
     """
-    from consumers.gc_policy import tune_gc
+    from consumers.gc_policy import freeze_for_exit, tune_gc
 
     if "prometheus_client" in sys.modules:
         from prometheus_client import disable_created_metrics
@@ -469,7 +469,9 @@ def console_main() -> int:
     else:  # read by prometheus_client when (and if) a command imports it: a replay does not
         os.environ["PROMETHEUS_DISABLE_CREATED_SERIES"] = "true"
     tune_gc()  # a process-wide collector policy, set here once (see consumers.gc_policy)
-    return main()
+    rc = main()
+    freeze_for_exit()  # no last full collection at exit (see consumers.gc_policy)
+    return rc
 
 
 if __name__ == "__main__":

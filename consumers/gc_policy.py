@@ -14,6 +14,12 @@ allocations) that each rescan such a window. With 200,000 allocations between pa
 instead of 50,000, the 5,000-model replay of ``benchmarks/replay_shapes.py`` (300,000
 events) spent 0.17 s in the collector instead of 0.28 s (3 passes instead of 13; the
 one-model stream of the same length 0.07 s either way).
+
+When the command has returned, :func:`freeze_for_exit` spares the interpreter's last full
+collection at exit: the models' confidence sequences and their members reference each other
+(a cycle per model that reference counting leaves to the collector), so a fleet's replay ended
+with a full pass over them and everything else still alive (0.08-0.15 s of a 5,000-model
+replay's 4.5-5 CPU seconds, 67,829 objects; well under 0.05 s for one model).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["THRESHOLDS", "paused", "tune_gc"]
+__all__ = ["THRESHOLDS", "freeze_for_exit", "paused", "tune_gc"]
 
 THRESHOLDS = (200_000, 50, 100)
 
@@ -79,3 +85,28 @@ def paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def freeze_for_exit() -> None:
+    """Take every object out of the collector's generations: the process is about to exit.
+
+    The interpreter's finalization runs one last full collection over every tracked object
+    still alive or in a cycle; at the end of a command it would only free memory that the
+    operating system reclaims anyway. Frozen objects (:func:`gc.freeze`) are skipped by it.
+    Called by the console entry point after the command returned (its outputs closed and
+    flushed), never by library code.
+
+    Examples
+    --------
+    >>> import gc
+    >>> freeze_for_exit(); gc.get_freeze_count() > 0
+    True
+    >>> gc.unfreeze()
+
+    Notes
+    -----
+    What is frozen is never collected: objects in reference cycles then never have their
+    finalizers run. Only for the very end of a process whose files were closed explicitly
+    (a cycle holding an unflushed file would lose its buffer).
+    """
+    gc.freeze()

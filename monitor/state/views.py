@@ -20,9 +20,13 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
+from monitor.stats.betting.autoeval_plugin import PlugInTest
+from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.verdict import verdict_bound
 
 if TYPE_CHECKING:
@@ -264,32 +268,39 @@ def model_view(
     ``[metrics] detail = "shown"`` scrape reads; STATE.json always has every method).
     """
     certs: dict[str, Any] = {}
+    monitors, effective, fin = m.monitors, m.effective, finite_or_none
     for c in certs_config:
         methods: dict[str, Any] = {}
-        for meth in (c.primary_method,) if shown_only else c.methods:
-            mon = m.monitors[(c.name, meth)]
-            eff = m.effective[(c.name, meth)]
+        primary = c.primary_method
+        for meth in (primary,) if shown_only else c.methods:
+            mon = monitors[(c.name, meth)]
+            eff = effective[(c.name, meth)]
             # each read once (a fleet's STATE.json reads thousands of monitors)
-            weights, estimate = mon.weights_and_estimate()
+            weights, estimate, rhos = _weights_estimate_rhos(mon)
             lower, upper, valid = mon.cs_lower, mon.cs_upper, bool(mon.cs_valid)
+            status = eff.status
+            bound = verdict_bound(status, mon.alpha, lower, upper, valid)  # verdict_fields
             methods[meth] = {
                 "rounds": mon.rounds,
-                "log_e_certify": finite_or_none(mon.log_e_certify),
-                "log_e_violate": finite_or_none(mon.log_e_violate),
-                "cs_lower": finite_or_none(lower),
-                "cs_upper": finite_or_none(upper),
-                "status": eff.status,
+                "log_e_certify": fin(mon.log_e_certify),
+                "log_e_violate": fin(mon.log_e_violate),
+                "cs_lower": fin(lower),
+                "cs_upper": fin(upper),
+                "status": status,
                 "certified_at_round": eff.certified_at_round,
                 "violated_at_round": eff.violated_at_round,
-                "risk_estimate": finite_or_none(estimate),
-                "log_threshold": finite_or_none(mon.log_threshold),
-                "rho_weights": weights.astype(float).tolist(),
-                "rhos": mon.rhos.astype(float).tolist(),
+                "risk_estimate": fin(estimate),
+                "log_threshold": fin(mon.log_threshold),
+                "rho_weights": weights,
+                "rhos": rhos,
                 "cs_valid": valid,
-                **verdict_fields(eff.status, mon.alpha, mon.threshold_delta, lower, upper,
-                                 valid),
+                "risk_upper_bound": bound[1] if bound is not None and bound[0] == "upper"
+                else None,
+                "risk_lower_bound": bound[1] if bound is not None and bound[0] == "lower"
+                else None,
+                "bound_confidence": 1.0 - mon.threshold_delta,
                 "status_changed_ts": eff.changed_ts,
-                "primary": meth == c.primary_method,
+                "primary": meth == primary,
             }
         if m.active is not None:  # the certificate's verdict is its active tests' (every
             # method shows their wealth and labels); the method's own monitors see the
@@ -329,6 +340,23 @@ def model_view(
         **({} if m.strata is None else {"strata": m.strata.view()}),
         **({} if m.active is None else {"active": active_view(m, certs_config)}),
     }
+
+
+def _weights_estimate_rhos(mon: RiskMonitor) -> tuple[list[float], float, list[float]]:
+    """Return a monitor's ``rho_weights``, ``risk_estimate`` and ``rhos`` for its view.
+
+    The values of :meth:`~monitor.stats.betting.risk.RiskMonitor.weights_and_estimate` and
+    :attr:`~monitor.stats.betting.risk.RiskMonitor.rhos`; a plug-in test (``plugin_up``, the
+    default) gives them as lists, without numpy for a one-rho method
+    (:meth:`~monitor.stats.betting.autoeval_plugin.PlugInTest.weight_list_and_estimate`):
+    a fleet's STATE.json reads thousands of monitors.
+    """
+    test = mon.certify_test
+    if isinstance(test, PlugInTest):
+        weights, estimate = test.weight_list_and_estimate()
+        return weights, estimate, list(test.rho_list)
+    w, estimate = mon.weights_and_estimate()
+    return np.asarray(w, dtype=float).tolist(), estimate, mon.rhos.astype(float).tolist()
 
 
 def suite_view(suite: SuiteState, shown_only: bool = False) -> dict[str, Any]:

@@ -9,6 +9,7 @@ the rounds are applied (:meth:`PlugInTest.bound_terms`, :meth:`PlugInTest.claim`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,6 +196,30 @@ class PlugInTest(OneSidedBase):
         Shape (S,), sum 1, so ``rho_weights @ rhos == rho``.
         """
         return _interpolation_weights(self._rhos, self._pl.rho)
+
+    def weight_list_and_estimate(self) -> tuple[list[float], float]:
+        """Return :attr:`rho_weights` as a list and the rho-weighted mean estimate, for a view.
+
+        The estimate is ``rho_weights @ mean_per_rho`` (NaN before round 1). With one rho
+        (``r_eval``, ``r_autoeval``) both without numpy: the weight is 1 and the estimate
+        that rho's running mean, the same float (a product by 1 plus 0 is exact, and the
+        mean is never -0.0: the human losses sum to a non-negative value).
+
+        Examples
+        --------
+        >>> t = PlugInTest(0.3, 0.1, "certify", [1.0], BetConfig())
+        >>> t.update(1.0, 0.0, 0.5); t.update(0.0, 1.0, 0.25)
+        >>> t.weight_list_and_estimate() == (t.rho_weights.tolist(),
+        ...                                  float(np.dot(t.rho_weights, t.mean_per_rho)))
+        True
+        """
+        t = self.rounds
+        rhos = self._rhos
+        if len(rhos) == 1:
+            return [1.0], (math.nan if t == 0
+                           else (self._sum_human + rhos[0] * self._sum_shift) / t)
+        w = self.rho_weights
+        return w.tolist(), (math.nan if t == 0 else float(np.dot(w, self.mean_per_rho)))
 
     @property
     def next_bets(self) -> np.ndarray:
