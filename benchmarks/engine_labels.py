@@ -43,11 +43,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +60,7 @@ from monitor.stats.betting.bets import BetConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 from benchmarks.labels_vs_oracle import example1_data, run_plugin
 from benchmarks.per_unit_form import best_growth
-from benchmarks.uniform_coin import median_labels, simulate
+from benchmarks.uniform_coin import simulate
 from tests.support.plugin_batch import PlugInBatch
 
 SUITE = "bench"
@@ -143,7 +145,7 @@ def engine_rounds(h: np.ndarray, f: np.ndarray, audited: np.ndarray,
     Shift: the mean judge loss of the unaudited units since the previous audited one minus the
     audited unit's judge loss; 0 for an empty block.
     """
-    units, models = h.shape
+    models = h.shape[1]
     hum = np.full((labels, models), np.nan)
     shift = np.full((labels, models), np.nan)
     for j in range(models):
@@ -183,12 +185,15 @@ def replay(lines: Iterator[str], config: str, workdir: Path,
         fh.writelines(lines)
     cfg.write_text(config)
     alerts, dead = workdir / "alerts.jsonl", workdir / "dead.jsonl"
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's code, not an install's
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     t0 = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "consumers.cli", "replay", "--config", str(cfg), "--input",
          str(events), "--state-out", str(workdir / "STATE.json"), "--alerts-out", str(alerts),
          "--requests-out", str(workdir / "requests.jsonl"), "--dead-letters-out", str(dead),
-         "--quiet"], check=True, timeout=timeout)
+         "--quiet"], check=True, timeout=timeout, cwd=root, env=env)
     secs = time.perf_counter() - t0
     dead_n = sum(1 for _ in dead.open()) if dead.exists() else 0
     out = [json.loads(x) for x in alerts.open()] if alerts.exists() else []
@@ -217,35 +222,64 @@ def certified_labels(alerts: list[dict[str, object]], models: int,
     return out
 
 
+@dataclass(frozen=True)
+class ModeResult:
+    """One replayed stream: labels per delta (engine, same-data harness) and its size."""
+
+    engine: list[np.ndarray]
+    same: list[np.ndarray]
+    dead: int
+    seconds: float
+    events: int
+
+
 def run_mode(mode: str, gamma: float, models: int, horizon_labels: int, seed: int,
-             workdir: Path, timeout: float) -> dict[str, object]:
+             workdir: Path, timeout: float) -> ModeResult:
     """Build, replay and read one mode; labels per delta (engine and same-data harness)."""
-    units = int(math.ceil(horizon_labels / RATE))
+    units = math.ceil(horizon_labels / RATE)
     h, f = draw_losses(models, units, RISK, gamma, seed)
     audited = audit_mask(mode, models, units)
     alerts, dead, secs = replay(stream_lines(h, f, audited, flags=mode == "every11"),
                                 config_text(), workdir, timeout)
-    eng = certified_labels(alerts, models, DELTAS)
     hum, shift = engine_rounds(h, f, audited, int(audited.sum(0).max()))
-    har = harness_labels(hum, shift, ALPHA, DELTAS)
-    return {"engine": eng, "same": har, "dead": dead, "seconds": secs,
-            "events": int(units * models + audited.sum())}
+    return ModeResult(certified_labels(alerts, models, DELTAS),
+                      harness_labels(hum, shift, ALPHA, DELTAS), dead, secs,
+                      int(units * models + audited.sum()))
 
 
-def harness_medians(mode: str, gamma: float, reps: int, horizon_labels: int,
-                    seed: int) -> list[float]:
-    """Independent harness medians per delta (uniform_coin for hash, labels_vs_oracle else)."""
+def harness_runs(mode: str, gamma: float, reps: int, horizon_labels: int,
+                 seed: int) -> list[np.ndarray]:
+    """Independent harness runs' labels per delta (inf: not crossed within the horizon):
+    uniform_coin's ``plugin_up`` for the hash coin, labels_vs_oracle's fixed blocks else."""
     thrs = [math.log(1.0 / d) for d in DELTAS]
     if mode == "hash":
-        w = simulate("ex1", RISK, ALPHA, gamma, reps, horizon_labels, seed)
-        return [median_labels(w["plugin_up"], d) for d in DELTAS]
+        w = simulate("ex1", RISK, ALPHA, gamma, reps, horizon_labels, seed)["plugin_up"]
+        out = []
+        for t in thrs:
+            c = w >= t
+            out.append(np.where(c.any(0), c.argmax(0) + 1.0, np.inf))
+        return out
     out = []
     for crossed in run_plugin(example1_data(gamma, reps, horizon_labels, seed, risk=RISK),
                               RHOS, thrs):
         c = crossed.astype(float)
         c[c == 0] = np.inf
-        out.append(float(np.median(c)))
+        out.append(c)
     return out
+
+
+def median_ci(x: np.ndarray) -> tuple[float, float, float]:
+    """Median and its distribution-free ~95% interval (order statistics ``n/2 -+ sqrt(n)``)."""
+    v, n = np.sort(x), len(x)
+    lo = max(0, math.floor(n / 2 - 0.98 * math.sqrt(n)) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + 0.98 * math.sqrt(n)))
+    return float(np.median(v)), float(v[lo]), float(v[hi])
+
+
+def cell(x: np.ndarray, clair: float) -> str:
+    """``median [lo, hi] (ratio x)``."""
+    m, lo, hi = median_ci(x)
+    return f"{m:.0f} [{lo:.0f}, {hi:.0f}] | {m / clair:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,33 +296,28 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     print(f"{a.models} models per stream, seed {a.seed}; risk {RISK}, alpha {ALPHA}, audit "
-          f"rate 1/11; labels: median over models (inf: half or more not certified)\n")
-    print("| mode | gamma | delta | engine | / clairv. | certified | same data | agree | "
-          "harness | / clairv. |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "rate 1/11; labels: median [~95% interval] over models (inf: not certified)\n")
+    print("| mode | gamma | delta | clairv. | engine | / clairv. | certified | same data | "
+          "agree | harness | / clairv. |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for gamma in (float(g) for g in a.gammas.split(",")):
         g_star = best_growth(gamma, RISK, ALPHA, "label", 1.0)[0]
         clair = {d: math.log(1.0 / d) / g_star for d in DELTAS}
-        horizon = int(math.ceil(a.horizon * clair[min(DELTAS)]))
+        horizon = math.ceil(a.horizon * clair[min(DELTAS)])
         for k, mode in enumerate(a.modes.split(",")):
             with tempfile.TemporaryDirectory(prefix="engine-labels-") as tmp:
                 r = run_mode(mode, gamma, a.models, horizon, a.seed + 7 * k, Path(tmp),
                              a.timeout)
-            eng, same = r["engine"], r["same"]
-            assert isinstance(eng, list) and isinstance(same, list)
-            hms = (harness_medians(mode, gamma, a.harness_reps, horizon, a.seed + 100)
-                   if a.harness_reps else [math.nan] * len(DELTAS))
+            hr = (harness_runs(mode, gamma, a.harness_reps, horizon, a.seed + 100)
+                  if a.harness_reps else [np.full(1, np.nan)] * len(DELTAS))
             for i, d in enumerate(DELTAS):
-                med = float(np.median(eng[i]))
-                agree = float(np.mean(eng[i] == same[i]))
-                hm = hms[i]
-                print(f"| {MODE_NAMES[mode]} | {gamma} | {d} | {med:.0f} | "
-                      f"{med / clair[d]:.2f}x | {np.isfinite(eng[i]).mean():.0%} | "
-                      f"{float(np.median(same[i])):.0f} | {agree:.0%} | {hm:.0f} | "
-                      f"{hm / clair[d]:.2f}x |", flush=True)
-            print(f"<!-- {mode}, gamma {gamma}: {r['events']} events, replay "
-                  f"{r['seconds']:.0f} s, {r['dead']} dead letters, clairvoyant "
-                  + ", ".join(f"{clair[d]:.0f}" for d in DELTAS) + " -->", flush=True)
+                agree = float(np.mean(r.engine[i] == r.same[i]))
+                print(f"| {MODE_NAMES[mode]} | {gamma} | {d} | {clair[d]:.0f} | "
+                      f"{cell(r.engine[i], clair[d])} | {np.isfinite(r.engine[i]).mean():.0%} | "
+                      f"{float(np.median(r.same[i])):.0f} | {agree:.0%} | "
+                      f"{cell(hr[i], clair[d])} |", flush=True)
+            print(f"<!-- {mode}, gamma {gamma}: {r.events} events, replay {r.seconds:.0f} s, "
+                  f"{r.dead} dead letters -->", flush=True)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     return 0
 
