@@ -21,7 +21,7 @@ predictable, a function of past rounds only).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from monitor.stats.betting.bets import Side
 
@@ -169,7 +169,7 @@ def cell_log_wealths(u: list[float], prior: list[float], ref: float) -> list[flo
     return [ref + log(a / w) if a > 0.0 else -math.inf for a, w in zip(u, prior, strict=True)]
 
 
-def sum_in_order(values: list[float]) -> float:
+def sum_in_order(values: Iterable[float]) -> float:
     """Return the sum added left to right from 0.0 (the compiled kernel's order).
 
     Python 3.11's ``sum()`` of floats adds this way; 3.12's compensates, which would make the

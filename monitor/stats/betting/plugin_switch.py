@@ -53,7 +53,7 @@ from operator import mul
 
 from monitor.stats.betting.bets import Side
 from monitor.stats.betting.plugin_bounds import worst_log_factors
-from monitor.stats.betting.plugin_round import step_py
+from monitor.stats.betting.plugin_round import step_py, sum_in_order
 
 __all__ = ["N0", "WEIGHT", "Z", "follow_bet", "step_switch", "step_switch_py", "sure",
            "with_switch", "worst_log_factor"]
@@ -112,9 +112,11 @@ def follow_bet(u: Sequence[float], bets: Sequence[float]) -> float:
     """Wealth-weighted bet of the fixed cells (``u``'s first ``len(bets)`` entries).
 
     The switch cell's bet when it is not sure: its factor is then the fixed cells' mixture's.
+    Both sums are added left to right from 0.0 (:func:`~.plugin_round.sum_in_order`), as the
+    compiled ``ckernel.step_switch`` adds them: Python 3.12's ``sum()`` compensates.
     """
-    den = sum(u[: len(bets)])
-    return sum(map(mul, u, bets)) / den if den > 0.0 else 0.0
+    den = sum_in_order(u[: len(bets)])
+    return sum_in_order(map(mul, u, bets)) / den if den > 0.0 else 0.0
 
 
 def worst_log_factor(alpha: float, side: Side, c: float, human: float | None,
