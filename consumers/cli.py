@@ -100,7 +100,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     resume = start is not None
     alerts_flag = None if args.alerts_out is None else _sink_spec(args.alerts_out, "")
-    requests_spec = resolve_requests_spec(_sink_spec(args.requests_out, config.sinks.requests),
+    # --requests-out auto: requests.jsonl next to --state-out (as its help says), not ./auto
+    requests_spec = resolve_requests_spec("auto" if args.requests_out == "auto" else
+                                          _sink_spec(args.requests_out, config.sinks.requests),
                                           beside=args.state_out)
     warn_if_discarded(requests_spec)
     outputs = Outputs(

@@ -152,3 +152,20 @@ def test_demo_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "summary (" in out and "demo/good" in out and "demo/bad" in out
     state = json.loads((tmp_path / "s.json").read_text())
     assert state["counters"]["events_in"] <= 4000
+
+
+def test_requests_out_auto_writes_beside_the_state(tmp_path: Path,
+                                                   setup: tuple[Path, Path],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--requests-out auto`` means requests.jsonl next to --state-out (as its help says),
+    not a file named ``auto`` in the working directory."""
+    cfg, ev = setup
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "--config", str(cfg), "--input", str(ev), "--state-out",
+                 str(out / "STATE.json"), "--requests-out", "auto", "--dead-letters-out",
+                 str(tmp_path / "dl.jsonl"), "--quiet"]) == 0
+    assert not (tmp_path / "auto").exists()
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(x)["suite"] == "demo" for x in lines)
