@@ -150,6 +150,7 @@ def demo_config(n_models: int, n_examples: int, *, gap: float = 0.05, seed: int 
     hist = ""
     if out_dir is not None:
         b = synthetic_benchmark(n_models, n_examples, n_history=n_history, gap=gap, seed=seed)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)  # as selection-benchmark's --out-dir
         path = Path(out_dir) / "history.npy"
         np.save(path, b.history)
         hist = f'history = "{path}"\n'

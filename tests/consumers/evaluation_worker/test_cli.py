@@ -118,3 +118,11 @@ def test_evaluate_worker_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     no_sel.write_text("[[suites]]\n[[suites.certificates]]\nname='r'\nalpha=0.1\ndelta=0.1\n")
     assert main(["evaluate-worker", "--config", str(no_sel)]) == 2
     assert "no selection suite" in capsys.readouterr().err
+
+
+def test_select_demo_creates_its_out_dir(tmp_path: Path) -> None:
+    """--out-dir that does not exist yet is created (as selection-benchmark does), not an
+    internal FileNotFoundError."""
+    out = tmp_path / "new" / "dir"
+    assert main(["select-demo", "--out-dir", str(out), "--models", "4", "--examples", "60"]) == 0
+    assert (out / "history.npy").is_file()
