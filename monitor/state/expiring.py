@@ -22,12 +22,41 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["ExpiringMap", "FifoExpiringMap"]
+__all__ = ["ExpiringMap", "FifoExpiringMap", "tick_columns"]
 
 _NONE: list[tuple[str, Any]] = []  # shared empty result: callers only iterate it
+
+
+def tick_columns(rows: Iterable[tuple[str, float, Any]]) -> dict[str, Any]:
+    """Return the snapshot columns of ``(key, tick, JSON payload)`` rows in insertion order.
+
+    ``{"keys": [...], "ticks": [[tick, run_length], ...], "payloads": [...]}``; the payloads
+    list is omitted when every payload is None (:meth:`ExpiringMap.to_columns`).
+
+    Examples
+    --------
+    >>> tick_columns([("a", 1.0, None), ("b", 1.0, [2]), ("c", 3.0, None)])
+    {'keys': ['a', 'b', 'c'], 'ticks': [[1.0, 2], [3.0, 1]], 'payloads': [None, [2], None]}
+    """
+    keys: list[str] = []
+    ticks: list[list[Any]] = []
+    payloads: list[Any] = []
+    last: list[Any] | None = None
+    for k, t, p in rows:
+        keys.append(k)
+        payloads.append(p)
+        if last is not None and last[0] == t:
+            last[1] += 1
+        else:
+            last = [t, 1]
+            ticks.append(last)
+    out: dict[str, Any] = {"keys": keys, "ticks": ticks}
+    if any(p is not None for p in payloads):
+        out["payloads"] = payloads
+    return out
 
 
 class ExpiringMap:
@@ -132,22 +161,8 @@ class ExpiringMap:
         >>> ExpiringMap.from_columns(5, 1.0, m.to_columns()).to_columns() == m.to_columns()
         True
         """
-        keys: list[str] = []
-        ticks: list[list[Any]] = []
-        payloads: list[Any] = []
-        last: list[Any] | None = None
-        for k, (t, p) in self._d.items():
-            keys.append(k)
-            payloads.append(p if encode is None or p is None else encode(p))
-            if last is not None and last[0] == t:
-                last[1] += 1
-            else:
-                last = [t, 1]
-                ticks.append(last)
-        out: dict[str, Any] = {"keys": keys, "ticks": ticks}
-        if any(p is not None for p in payloads):
-            out["payloads"] = payloads
-        return out
+        return tick_columns((k, t, p if encode is None or p is None else encode(p))
+                            for k, (t, p) in self._d.items())
 
     @classmethod
     def from_columns(

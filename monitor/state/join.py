@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from monitor.config import SuiteConfig
-from monitor.state.expiring import ExpiringMap, FifoExpiringMap
+from monitor.state.expiring import ExpiringMap, FifoExpiringMap, tick_columns
 
 __all__ = ["NO_EXPIRY", "JoinWindow", "PendingUnit"]
 
@@ -133,22 +133,8 @@ def _ids_columns(d: dict[str, tuple[float, Any, Any]]) -> dict[str, Any]:
     >>> _ids_columns({})
     {'keys': [], 'ticks': []}
     """
-    keys: list[str] = []
-    ticks: list[list[Any]] = []
-    payloads: list[Any] = []
-    last: list[Any] | None = None
-    for k, (t, unit, loss) in d.items():
-        keys.append(k)
-        payloads.append(unit if loss is _ANY_LOSS else [unit, loss])
-        if last is not None and last[0] == t:
-            last[1] += 1
-        else:
-            last = [t, 1]
-            ticks.append(last)
-    out: dict[str, Any] = {"keys": keys, "ticks": ticks}
-    if payloads:
-        out["payloads"] = payloads
-    return out
+    return tick_columns((k, t, unit if loss is _ANY_LOSS else [unit, loss])
+                        for k, (t, unit, loss) in d.items())
 
 
 class JoinWindow:
