@@ -105,14 +105,19 @@ def cert_name(delta: float) -> str:
 
 
 def config_text(deltas: tuple[float, ...] = DELTAS, alpha: float = ALPHA,
-                salt: str = "") -> str:
-    """TOML configuration: one suite, audit rate 1/11, one certificate per delta."""
+                salt: str = "", policy: str = "uniform") -> str:
+    """TOML configuration: one suite, audit rate 1/11, one certificate per delta.
+
+    ``policy``: the suite's ``audit_policy`` (``"hedged"``: the same hash coin, the average of
+    the per-label and per-unit e-processes; absent from the file for ``"uniform"``).
+    """
+    pol = "" if policy == "uniform" else f'audit_policy = "{policy}"\n'
     certs = "".join(
         f'\n[[suites.certificates]]\nname = "{cert_name(d)}"\nalpha = {alpha!r}\n'
         f'delta = {d!r}\nmethods = ["r_autoeval_plus"]\nprimary = "r_autoeval_plus"\n'
         f'betting = "plugin_up"\nrhos = 10\n' for d in deltas)
     return (f'[[suites]]\nname = "{SUITE}"\nmodels = ["*"]\naudit_rate = {RATE!r}\n'
-            f'audit_salt = "{salt}"\nmultiplicity = "none"\n{certs}\n'
+            f'audit_salt = "{salt}"\nmultiplicity = "none"\n{pol}{certs}\n'
             '[metrics]\nenabled = false\n')
 
 
@@ -269,13 +274,13 @@ class ModeResult:
 
 
 def run_mode(mode: str, gamma: float, models: int, horizon_labels: int, seed: int,
-             workdir: Path, timeout: float) -> ModeResult:
+             workdir: Path, timeout: float, policy: str = "uniform") -> ModeResult:
     """Build, replay and read one mode; labels per delta (engine and same-data harness)."""
     units = math.ceil(horizon_labels / RATE)
     h, f = draw_losses(models, units, RISK, gamma, seed)
     audited = audit_mask(mode, models, units)
     alerts, dead, secs = replay(stream_lines(h, f, audited, flags=mode == "every11"),
-                                config_text(), workdir, timeout)
+                                config_text(policy=policy), workdir, timeout)
     hum, shift = engine_rounds(h, f, audited, int(audited.sum(0).max()))
     return ModeResult(certified_labels(alerts, models, DELTAS),
                       harness_labels(hum, shift, ALPHA, DELTAS), dead, secs,
@@ -322,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--harness-reps", type=int, default=200,
                     help="runs of the independent harness (0: skip)")
     ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--policy", default="uniform", choices=("uniform", "hedged"),
+                    help="audit_policy of the replayed suite (hash mode only for hedged: "
+                    "'same data' is then the uniform per-label process on the same rounds)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per replay, seconds")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -337,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, mode in enumerate(a.modes.split(",")):
             with tempfile.TemporaryDirectory(prefix="engine-labels-") as tmp:
                 r = run_mode(mode, gamma, a.models, horizon, a.seed + 7 * k, Path(tmp),
-                             a.timeout)
+                             a.timeout, a.policy)
             hr = (harness_runs(mode, gamma, a.harness_reps, horizon, a.seed + 100)
                   if a.harness_reps else [np.full(1, np.nan)] * len(DELTAS))
             for i, d in enumerate(DELTAS):
