@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.config import CertificateConfig
-from monitor.state.model import ModelState
-from monitor.state.views import finite_or_none, hedged_status, hedged_view, label_fields
+from monitor.state.model import ModelState, finite_or_none
+from monitor.state.views import hedged_status, hedged_view, label_fields
 
 __all__ = ["HEDGED", "hedged_evidence", "hedged_round", "hedged_status", "hedged_units",
            "hedged_view"]

@@ -25,18 +25,31 @@ import numpy as np
 from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
-from monitor.stats.betting.hedge import HedgedPairs
 from monitor.stats.betting.autoeval_plugin import PlugInTest
+from monitor.stats.betting.hedge import HedgedPairs
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.verdict import verdict_bound
 
 if TYPE_CHECKING:
     from monitor.state.suite import SuiteState
 
-__all__ = ["VERDICT_KINDS", "active_evidence", "active_status", "active_view", "alert_evidence",
-           "hedged_status", "hedged_view",
-           "certificate_lost", "detector_evidence", "label_fields", "model_view",
-           "suite_view", "suite_view_parts", "verdict_fields", "withdrawal_evidence"]
+__all__ = [
+    "VERDICT_KINDS",
+    "active_evidence",
+    "active_status",
+    "active_view",
+    "alert_evidence",
+    "certificate_lost",
+    "detector_evidence",
+    "hedged_status",
+    "hedged_view",
+    "label_fields",
+    "model_view",
+    "suite_view",
+    "suite_view_parts",
+    "verdict_fields",
+    "withdrawal_evidence",
+]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
