@@ -25,6 +25,7 @@ from monitor.audit import audit_prefix, audit_uniform_prefixed
 from monitor.checkpoint import decode_checkpoint, encode_checkpoint
 from monitor.config import parse_config
 from monitor.engine import Engine
+from monitor.errors import CheckpointError
 from monitor.state import hedged as hedged_module
 from monitor.state.model import ModelState
 from monitor.stats.betting.active import mix
@@ -209,3 +210,32 @@ def test_hedged_checkpoint_restore_continues_identically(
     assert restored.state_view() == whole.state_view()
     view = whole.state_view()["suites"][el.SUITE]["models"][el.model_name(0)]
     assert view["hedged"]["labels"] > 0 and "risk-d0.01" in view["hedged"]["certificates"]
+
+
+@pytest.mark.parametrize("forge", ["crossing", "threshold", "policy", "status", "both_sides"])
+def test_forged_hedged_state_is_refused(
+        stream: tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]], forge: str) -> None:
+    cfg = parse_config(el.config_text(deltas=(DELTA,), policy="hedged"))
+    eng = Engine(cfg)
+    run(eng, stream[3][:4000])
+    snap = json.loads(json.dumps(eng.snapshot()))
+    Engine.restore(cfg, json.loads(json.dumps(snap)))  # the real one loads
+    model = snap["suites"][0]["models"][0]
+    hedge = model["hedge"]
+    if forge == "crossing":  # a claim the average never reached
+        hedge["crossed"][0] = True
+    elif forge == "threshold":  # a level the configuration does not give
+        hedge["log_threshold"] = [0.5, 0.5]
+    elif forge == "policy":  # the per-unit process with every policy (an active audit's)
+        del model["active"]["policies"]
+    elif forge == "status":  # a certified status its hedged tests do not support
+        for eff in model["effective"]:
+            eff[2][0] = "certified"
+    else:  # rows of both sides left unpaired
+        hedge["units"], hedge["labels"] = [[0.0, 0.0]], [[[0.0, 0.0], True]]
+    with pytest.raises(CheckpointError):
+        Engine.restore(cfg, snap)
+    if forge == "policy":  # and a hedged checkpoint under "active" is refused too
+        real = json.loads(json.dumps(eng.snapshot()))
+        with pytest.raises(CheckpointError):
+            Engine.restore(parse_config(el.config_text(deltas=(DELTA,), policy="active")), real)
