@@ -34,6 +34,13 @@ the same parameters: :func:`benchmarks.uniform_coin.simulate`'s ``plugin_up`` fo
 :func:`benchmarks.labels_vs_oracle.example1_data` (as ``labels_vs_oracle.run_plugin``, run to
 the horizon) for every 11th (``--harness-reps`` runs).
 
+``--policy hedged`` (hash coin only) replays the same stream under ``audit_policy =
+"hedged"`` (``same data`` and ``agree`` then compare with the uniform per-label process). Measured
+2026-11-27, gamma 0.99, 60 models, seed 29 (``--models 60 --modes hash --harness-reps 0``):
+uniform 799 [630, 991] 1.56x (95% certified) / 1211 [948, 1507] 1.58x (80%) at delta 0.01 /
+0.001; hedged 554 [451, 652] 1.08x / 759 [676, 893] 0.99x (100% / 100%), replay 112 s against
+16 s.
+
 Run: ``timeout 300 python benchmarks/engine_labels.py`` (gamma 0.99, 60 models, both modes,
 1.4M events each: under a minute on 2 busy cores); ``--models 200 --harness-reps 400`` (4
 minutes); ``--gammas 0.9,0.7 --horizon 2`` (60 models, 3-4.7M events per stream: 7 minutes).
