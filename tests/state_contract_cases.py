@@ -190,6 +190,17 @@ name = "risk"
 alpha = 0.2
 delta = 0.05
 """
+_HEDGED = """
+[[suites]]
+name = "demo"
+models = ["*"]
+audit_rate = 0.3
+audit_policy = "hedged"
+[[suites.certificates]]
+name = "risk"
+alpha = 0.2
+delta = 0.05
+"""
 
 _COMPARISONS = """
 [[suites]]
@@ -219,7 +230,7 @@ def _variant_lines(name: str) -> list[bytes]:
             spec = SimulationSpec(examples=1000, audit_rate=0.3, strata=(
                 SimStratum("easy", 0.5, 0.02), SimStratum("mid", 0.3, 0.1),
                 SimStratum("hard", 0.2, 0.4)))
-        elif name == "active":
+        elif name in ("active", "hedged"):
             spec = SimulationSpec(examples=1000, audit_rate=0.3)
         else:
             spec = SimulationSpec(examples=1000, audit_rate=0.3, models=(
@@ -354,6 +365,9 @@ CASES: dict[str, Case | Covered] = {
     "monitor.engine.Engine[strata]": _variant("strata", _STRATA),
     "monitor.engine.Engine[comparisons]": _variant("comparisons", _COMPARISONS),
     "monitor.engine.Engine[active]": _variant("active", _ACTIVE),
+    "monitor.engine.Engine[hedged]": _variant("hedged", _HEDGED),
+    "monitor.stats.betting.hedge.HedgedPairs": Covered(
+        "Engine[hedged]", "a room of ModelState under audit_policy = \"hedged\""),
     "monitor.stats.betting.active_online.ActiveAudit": Covered(
         "Engine[active]", "a room of ModelState under audit_policy = \"active\""),
     "monitor.state.strata_order.StrataOrder": Covered(

@@ -128,7 +128,7 @@ class SuiteConfig(_Section):
         "",
         description="Salt of the audit hash: changing it draws another audit sample. Keep it "
         "fixed across restarts, or the audited sample changes.")
-    audit_policy: Literal["uniform", "active"] = Field(
+    audit_policy: Literal["uniform", "active", "hedged"] = Field(
         "uniform", exclude_if=lambda v: v == "uniform",  # absent from dumps: fingerprints stay
         description="How certmon's own audits are drawn: `uniform` (every judged unit with "
         "probability `audit_rate`) or `active` (a unit's probability grows with the judge's "
@@ -138,7 +138,12 @@ class SuiteConfig(_Section):
         "betting e-process, see docs/guarantees.md). `active` needs `audit_rate > 0` and "
         "refuses strata, a precision goal and comparisons (their per-stratum or paired "
         "probabilities would have to be composed with the per-unit one) and the family "
-        "multiplicity rules (`fixed_sequence`, `e_bh`).")
+        "multiplicity rules (`fixed_sequence`, `e_bh`). `hedged` (opt-in) audits as `uniform` "
+        "(certmon's hash against `audit_rate`; an event's own `audit` flag does not decide) "
+        "and claims on the average of the per-label e-process (the certificate's primary "
+        "method) and the every-unit inverse-propensity e-process, both read at each audited "
+        "unit in audit order (docs/guarantees.md, \"Hedged audits\"); same constraints as "
+        "`active`.")
     label_requests: bool = Field(
         True,
         description="Emit a label request (to `sinks.requests`) for each unit certmon audits "
@@ -246,16 +251,17 @@ class SuiteConfig(_Section):
         goals = [c.name for c in self.certificates if c.precision is not None]
         if len(goals) > 1:
             raise ValueError(f"at most one certificate per suite may set precision, got {goals}")
-        if self.audit_policy == "active":
+        if self.audit_policy in ("active", "hedged"):
+            pol = self.audit_policy
             if self.audit_rate <= 0.0:
-                raise ValueError('audit_policy = "active" needs audit_rate > 0 (the budget)')
+                raise ValueError(f'audit_policy = "{pol}" needs audit_rate > 0 (the budget)')
             if self.multiplicity in ("fixed_sequence", "e_bh"):
                 raise ValueError(
-                    f'audit_policy = "active" supports multiplicity "none" or "bonferroni", not '
+                    f'audit_policy = "{pol}" supports multiplicity "none" or "bonferroni", not '
                     f"{self.multiplicity!r}")
             if self.strata is not None or goals or self.comparisons:
                 raise ValueError(
-                    'audit_policy = "active" cannot be combined with [suites.strata], a '
+                    f'audit_policy = "{pol}" cannot be combined with [suites.strata], a '
                     "certificate precision goal or [[suites.comparisons]]: their per-stratum or "
                     "paired audit probabilities are not composed with the per-unit one; use "
                     'audit_policy = "uniform" with them')

@@ -34,6 +34,7 @@ from monitor.state.epochs import CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.bets import BetConfig
+from monitor.stats.betting.hedge import HedgedPairs
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.risk_group import CertificateGroup
 
@@ -158,6 +159,9 @@ class ModelState:
     # audit_policy = "active": the policy and its inverse-propensity tests (two per
     # certificate, certify then violate, in certificate order); None under uniform audits
     active: ActiveAudit | None = None
+    # audit_policy = "hedged": the average of ``active`` (uniform policy) and the per-label
+    # tests, paired per audited unit (monitor.state.hedged); None otherwise
+    hedge: HedgedPairs | None = None
 
     @classmethod
     def new(
@@ -194,6 +198,8 @@ class ModelState:
         if self.active is not None:  # the certificate's active tests start afresh too
             i = list(self.groups).index(cert.name)
             self.active.restart((2 * i, 2 * i + 1))
+            if self.hedge is not None:  # and so does their average with the per-label one
+                self.hedge.restart((2 * i, 2 * i + 1))
         group = self.groups[cert.name] = build_group(cert, threshold_delta)
         for meth in cert.methods:
             self.monitors[(cert.name, meth)] = group[meth]
@@ -297,6 +303,7 @@ class ModelState:
             "audit_order": self.order.to_list(),
             **({} if self.strata is None else {"strata": self.strata.to_dict()}),
             **({} if self.active is None else {"active": self.active.to_state()}),
+            **({} if self.hedge is None else {"hedge": self.hedge.to_state()}),
         }
 
     @classmethod
@@ -333,6 +340,7 @@ class ModelState:
             order=(AuditOrder.from_list(d["audit_order"]) if "audit_order" in d
                    else AuditOrder()),
             active=ActiveAudit.from_state(d["active"]) if "active" in d else None,
+            hedge=HedgedPairs.from_state(d["hedge"]) if "hedge" in d else None,
         )
 
 

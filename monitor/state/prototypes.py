@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 
@@ -28,8 +29,10 @@ from monitor.state.epochs import CertificateEpochs
 from monitor.state.judge_drift import JudgeDrift
 from monitor.state.model import ModelState, build_group
 from monitor.state.strata import StrataSpec, StrataState
+from monitor.stats.betting.active_growth import POLICIES
 from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.bets import Side
+from monitor.stats.betting.hedge import HedgedPairs
 from monitor.stats.betting.risk_group import CertificateGroup
 
 __all__ = ["ModelFactories", "ModelFactory", "new_active", "threshold_delta"]
@@ -72,6 +75,9 @@ def new_active(config: SuiteConfig, certs: list[CertificateConfig],
         tests += [(cert.alpha, "certify"), (cert.alpha, "violate")]
         deltas += [level(cert), level(cert)]
     c = certs[0].bet_cap if certs and certs[0].bet_cap is not None else 0.95
+    if config.audit_policy == "hedged":  # the uniform policy only (docs/guarantees.md)
+        return ActiveAudit(config.audit_rate, tests, deltas, c=min(c, 0.95),
+                           policies=POLICIES[:1])
     return ActiveAudit(config.audit_rate, tests, deltas, c=min(c, 0.95))
 
 
@@ -96,8 +102,11 @@ class ModelFactory:
                            self._fresh_epochs)
         if self.strata is not None:
             m.strata = StrataState(self.strata)
-        if self._config.audit_policy == "active":
+        if self._config.audit_policy in ("active", "hedged"):
             m.active = new_active(self._config, self._certs, self._level)
+        if self._config.audit_policy == "hedged":  # the average of both, per audited unit
+            m.hedge = HedgedPairs([math.log(1.0 / self._level(c)) for c in self._certs
+                                   for _ in (0, 1)])
         return m
 
     def _fresh_group(self, cert: CertificateConfig) -> CertificateGroup:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 from monitor.config import CertificateConfig, SuiteConfig
 from monitor.snapshot_schemas import SuiteDocument, convert
 from monitor.state.model import ModelState, build_group
-from monitor.state.views import active_status
+from monitor.state.views import active_status, hedged_status
 
 if TYPE_CHECKING:
     from monitor.state.join import JoinWindow
@@ -351,7 +351,8 @@ def check_restored_suite(multiplicity: str, models: dict[str, Any]) -> None:
     for name, m in models.items():
         if m.active is not None:  # statuses of its active tests (monitor.state.views)
             for i, cert in enumerate(dict.fromkeys(c for c, _ in m.effective)):
-                verdict = active_status(m.active, i)
+                verdict = (active_status(m.active, i) if m.hedge is None
+                           else hedged_status(m.hedge, i))  # or of their hedged average
                 for (c, _), eff in m.effective.items():
                     if c == cert and eff.status in ("certified", "violated") \
                             and eff.status != verdict:
@@ -378,7 +379,8 @@ def check_restored_waiting(suite: str, config: SuiteConfig, models: Mapping[str,
     tests, and saved bounds of waiting audited units that differ from the units.
     """
     for m in models.values():
-        if (m.active is not None) != (config.audit_policy == "active"):
+        if ((m.active is not None) != (config.audit_policy in ("active", "hedged"))
+                or (m.hedge is not None) != (config.audit_policy == "hedged")):
             raise RefusedState(f"suite {suite!r} model {m.name!r}: the checkpoint's audit "
                                f"policy is not the configured {config.audit_policy!r}")
         fresh = factory.new(m.name).active if m.active is not None else None
@@ -386,6 +388,11 @@ def check_restored_waiting(suite: str, config: SuiteConfig, models: Mapping[str,
                 fresh):
             raise RefusedState(f"suite {suite!r} model {m.name!r}: the active audit was "
                                "made under another budget, certificates or levels")
+        hedge = factory.new(m.name).hedge if m.hedge is not None else None
+        if m.hedge is not None and hedge is not None and (
+                m.hedge.log_threshold.tolist() != hedge.log_threshold.tolist()):
+            raise RefusedState(f"suite {suite!r} model {m.name!r}: the hedged audit was "
+                               "made under other certificates or levels")
         units = join.waiting_units(m.name)
         shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
         for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:

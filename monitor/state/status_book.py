@@ -33,6 +33,7 @@ from monitor.alerts import Alert, make_alert
 from monitor.config import SuiteConfig
 from monitor.state.detector_actions import act_on_detectors
 from monitor.state.family import target_statuses
+from monitor.state.hedged import hedged_evidence, hedged_status, hedged_units
 from monitor.state.model import ModelState
 from monitor.state.prototypes import threshold_delta
 from monitor.state.views import (
@@ -141,9 +142,22 @@ class StatusBook:
                 self._set_status(m, c, meth, new, ts, alerts, evidence, int(evidence["labels"]))
 
     def follow_active(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
-        """Move each certificate's statuses to its active tests' verdict (``model.active``)."""
+        """Move each certificate's statuses to its active tests' verdict (``model.active``).
+
+        Under ``audit_policy = "hedged"`` the verdict is the average's (:mod:`monitor.state.
+        hedged`; the per-unit values settled since the last call are paired first).
+        """
         active = model.active
         if active is None:
+            return
+        if model.hedge is not None:  # audit_policy = "hedged": the average's verdict
+            hedged_units(model)
+            for i, cert in enumerate(self._certs):
+                status = hedged_status(model.hedge, i)
+                if model.effective[(cert.name, cert.primary_method)].status != status:
+                    level = self._level(cert)
+                    self.set_active(model, cert.name, status, ts, alerts, hedged_evidence(
+                        model, i, cert, level, self._config.multiplicity))
             return
         for i, cert in enumerate(self._certs):
             status = active_status(active, i)

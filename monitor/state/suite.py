@@ -50,6 +50,7 @@ from monitor.config import CertificateConfig, SuiteConfig
 from monitor.events import Event
 from monitor.state.audit_policy import UNIFORM, AuditPolicy
 from monitor.state.comparisons import SuiteComparisons
+from monitor.state.hedged import hedged_round
 from monitor.state.join import JoinWindow, PendingUnit
 from monitor.state.model import ModelState
 from monitor.state.prototypes import ModelFactory, threshold_delta
@@ -301,10 +302,13 @@ class SuiteState:
             for human, judge, bsum, bcount, _, rhos in taken:
                 if human is None:  # (a worst-case round can still move a claim or alarm)
                     model.missing_round(judge, (bsum, bcount), rhos)
-                    self.book.after_round(model, ts, alerts)
                 else:
                     model.round(human, judge, (bsum, bcount), rhos, learned=True)
-                    self.book.after_round(model, ts, alerts)
+                if model.hedge is not None:  # this unit's per-label values, paired with its
+                    # per-unit ones (monitor.state.hedged), before a detector may restart
+                    hedged_round(model, self._certs, human is not None)
+                    self.book.follow_active(model, ts, alerts)
+                self.book.after_round(model, ts, alerts)
             if model.name in self.comparisons.models:  # the same rounds, in audit order
                 self.comparisons.applied(model.name, first, taken, ts, self.join.watermark,
                                          alerts)
@@ -408,7 +412,7 @@ class SuiteState:
 
 def _judge_active(suite: SuiteState, ev: Event, model: ModelState, key: str, first: Any,
                   alerts: list[Alert], requests: list[dict[str, Any]]) -> None:
-    """Take a judged unit under ``audit_policy = "active"`` (:class:`ActiveAudit`).
+    """Take a judged unit under ``audit_policy = "active"`` or ``"hedged"`` (:class:`ActiveAudit`).
 
     certmon's salted hash is the coin for every unit (an event's own ``audit`` flag does
     not decide: its probability would be unknown); the judge loss is the score. An
@@ -416,7 +420,9 @@ def _judge_active(suite: SuiteState, ev: Event, model: ModelState, key: str, fir
     request carries the propensity and reason ``"active"``. A unit whose coin is below
     the policy's smallest propensity (a uniform random sample) is also a round in audit
     order, with the other units as its block: the change and judge-drift detectors and
-    the confidence sequences run on these (docs/guarantees.md, "Active audits").
+    the confidence sequences run on these (docs/guarantees.md, "Active audits"). Under
+    ``"hedged"`` (the uniform policy) every audited unit is such a round, and its request
+    has reason ``"uniform"`` and its audit position.
     """
     active = model.active
     if active is None:  # only called for an active model
@@ -446,7 +452,9 @@ def _judge_active(suite: SuiteState, ev: Event, model: ModelState, key: str, fir
     for k, p in suite.join.add_pending(key, unit):
         suite._expired_pending(k, p, ev.ts, alerts)
     if ev.audit is None and suite.audit.requests:
-        requests.append(label_request(suite.name, ev.model, ev.example_id, ev.event_id,
-                                      ev.ts, ev.stratum, propensity=pi, reason=ACTIVE))
+        hedged = model.hedge is not None  # a uniform audit, with its audit position
+        requests.append(label_request(
+            suite.name, ev.model, ev.example_id, ev.event_id, ev.ts, ev.stratum, propensity=pi,
+            reason=UNIFORM if hedged else ACTIVE, position=unit.position if hedged else None))
         model.counts["label_requests"] += 1
     suite.book.follow_active(model, ev.ts, alerts)

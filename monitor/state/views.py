@@ -26,15 +26,30 @@ from monitor.config import CertificateConfig
 from monitor.state.model import ModelState, finite_or_none
 from monitor.stats.betting.active_online import ActiveAudit
 from monitor.stats.betting.autoeval_plugin import PlugInTest
+from monitor.stats.betting.hedge import HedgedPairs
 from monitor.stats.betting.risk import RiskMonitor
 from monitor.stats.betting.verdict import verdict_bound
 
 if TYPE_CHECKING:
     from monitor.state.suite import SuiteState
 
-__all__ = ["VERDICT_KINDS", "active_evidence", "active_status", "active_view", "alert_evidence",
-           "certificate_lost", "detector_evidence", "label_fields", "model_view",
-           "suite_view", "suite_view_parts", "verdict_fields", "withdrawal_evidence"]
+__all__ = [
+    "VERDICT_KINDS",
+    "active_evidence",
+    "active_status",
+    "active_view",
+    "alert_evidence",
+    "certificate_lost",
+    "detector_evidence",
+    "hedged_status",
+    "hedged_view",
+    "label_fields",
+    "model_view",
+    "suite_view",
+    "suite_view_parts",
+    "verdict_fields",
+    "withdrawal_evidence",
+]
 
 
 VERDICT_KINDS = ("certified", "violated", "certificate_lost")
@@ -259,6 +274,35 @@ def active_evidence(m: ModelState, i: int, cert: CertificateConfig, level: float
     }
 
 
+def hedged_status(h: HedgedPairs, i: int) -> str:
+    """Certificate ``i``'s verdict under a hedged audit: violated, certified or pending."""
+    if h.crossed[2 * i + 1]:
+        return "violated"
+    return "certified" if h.crossed[2 * i] else "pending"
+
+
+def hedged_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dict[str, Any]:
+    """Return the ``hedged`` part of a model's view: per certificate both values and their mean.
+
+    The values are at the last paired audited unit; ``labels`` the labels used by the pairs.
+    """
+    h = m.hedge
+    if h is None:
+        return {}
+    fin = finite_or_none
+    certs: dict[str, Any] = {}
+    for i, c in enumerate(certs_config):
+        entry: dict[str, Any] = {"status": hedged_status(h, i)}
+        for k, side in ((2 * i, "certify"), (2 * i + 1, "violate")):
+            entry[f"log_e_{side}"] = fin(h.last[2, k])
+            entry[f"log_e_unit_{side}"] = fin(h.last[0, k])
+            entry[f"log_e_label_{side}"] = fin(h.last[1, k])
+            entry[f"max_log_e_{side}"] = fin(h.max[k])
+        entry["certified_at_labels"] = h.crossed_at_labels(2 * i)
+        entry["violated_at_labels"] = h.crossed_at_labels(2 * i + 1)
+        certs[c.name] = entry
+    return {"labels": h.labels, "audited_paired": h.paired, "certificates": certs}
+
 def model_view(
     m: ModelState, certs_config: Sequence[CertificateConfig], shown_only: bool = False
 ) -> dict[str, Any]:
@@ -314,8 +358,13 @@ def model_view(
                 mon = m.monitors[(c.name, meth)]
                 entry["cs_rounds"] = mon.rounds
                 entry["rounds"] = m.active.labels
-                entry["log_e_certify"] = finite_or_none(m.active.log_e(2 * i))
-                entry["log_e_violate"] = finite_or_none(m.active.log_e(2 * i + 1))
+                if m.hedge is not None:  # the average's, at the last paired audited unit
+                    entry["rounds"] = m.hedge.labels
+                    entry["log_e_certify"] = finite_or_none(m.hedge.combined(2 * i))
+                    entry["log_e_violate"] = finite_or_none(m.hedge.combined(2 * i + 1))
+                else:
+                    entry["log_e_certify"] = finite_or_none(m.active.log_e(2 * i))
+                    entry["log_e_violate"] = finite_or_none(m.active.log_e(2 * i + 1))
                 entry.update(verdict_fields(eff.status, c.alpha, mon.threshold_delta, 0.0, 1.0,
                                             False))
         certs[c.name] = {"alpha": c.alpha, "delta": c.delta, "methods": methods,
@@ -339,6 +388,7 @@ def model_view(
         "judge_drift": None if m.judge is None else m.judge.view(),
         **({} if m.strata is None else {"strata": m.strata.view()}),
         **({} if m.active is None else {"active": active_view(m, certs_config)}),
+        **({} if m.hedge is None else {"hedged": hedged_view(m, certs_config)}),
     }
 
 

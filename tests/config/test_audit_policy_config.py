@@ -1,4 +1,5 @@
-"""``audit_policy``: uniform by default (not dumped), active accepted, refused combinations."""
+"""``audit_policy``: uniform by default (not dumped), active and hedged accepted, refused
+combinations (the same for both)."""
 
 from __future__ import annotations
 
@@ -32,27 +33,33 @@ def test_default_is_uniform_and_not_dumped() -> None:
     assert "audit_policy" not in suite.model_dump()  # fingerprints of old configs unchanged
 
 
-def test_active_accepted() -> None:
-    cfg = parse_config(BASE.format(extra='audit_policy = "active"', cert=""))
-    assert cfg.suites[0].audit_policy == "active"
-    assert cfg.suites[0].model_dump()["audit_policy"] == "active"
+POLICIES = ["active", "hedged"]
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_active_accepted(policy: str) -> None:
+    cfg = parse_config(BASE.format(extra=f'audit_policy = "{policy}"', cert=""))
+    assert cfg.suites[0].audit_policy == policy
+    assert cfg.suites[0].model_dump()["audit_policy"] == policy
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("extra, cert, tail", [
-    ('audit_policy = "active"\n[suites.strata]\ncount = 2', "", ""),
-    ('audit_policy = "active"', "precision = 0.05", ""),
-    ('audit_policy = "active"', "", '[[suites.comparisons]]\nname = "c"\nbaseline = "a"\n'
+    ('audit_policy = "{p}"\n[suites.strata]\ncount = 2', "", ""),
+    ('audit_policy = "{p}"', "precision = 0.05", ""),
+    ('audit_policy = "{p}"', "", '[[suites.comparisons]]\nname = "c"\nbaseline = "a"\n'
      'candidate = "b"\n'),
 ])
-def test_active_refuses_composition(extra: str, cert: str, tail: str) -> None:
-    with pytest.raises(ConfigError, match="audit_policy = \"active\" cannot be combined"):
-        _parse(extra, cert, tail)
+def test_active_refuses_composition(extra: str, cert: str, tail: str, policy: str) -> None:
+    with pytest.raises(ConfigError, match=f"audit_policy = \"{policy}\" cannot be combined"):
+        _parse(extra.replace("{p}", policy), cert, tail)
 
 
-def test_active_needs_a_budget() -> None:
-    text = BASE.format(extra='audit_policy = "active"', cert="").replace("audit_rate = 0.1",
-                                                                          "audit_rate = 0.0")
-    with pytest.raises(ConfigError, match="needs audit_rate > 0"):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_active_needs_a_budget(policy: str) -> None:
+    text = BASE.format(extra=f'audit_policy = "{policy}"', cert="").replace(
+        "audit_rate = 0.1", "audit_rate = 0.0")
+    with pytest.raises(ConfigError, match=f"audit_policy = \"{policy}\" needs audit_rate > 0"):
         parse_config(text)
 
 
@@ -61,7 +68,8 @@ def test_unknown_policy_is_an_error() -> None:
         _parse('audit_policy = "neyman"')
 
 
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("rule", ["fixed_sequence", "e_bh"])
-def test_active_refuses_family_rules(rule: str) -> None:
-    with pytest.raises(ConfigError, match="supports multiplicity"):
-        _parse(f'audit_policy = "active"\nmultiplicity = "{rule}"')
+def test_active_refuses_family_rules(rule: str, policy: str) -> None:
+    with pytest.raises(ConfigError, match=f"audit_policy = \"{policy}\" supports multiplicity"):
+        _parse(f'audit_policy = "{policy}"\nmultiplicity = "{rule}"')

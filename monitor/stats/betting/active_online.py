@@ -70,11 +70,20 @@ class ActiveAudit:
         Each test's level after multiplicity.
     c : float
         Cap fraction.
+    policies : tuple of (floor / b, m), optional
+        The candidate policies (:class:`~monitor.stats.betting.active.ActiveBatch`; ``UNIFORM``
+        is the uniform audit); also records each settled audited unit's wealth
+        (:meth:`take_settled`) when given.
     """
 
     def __init__(self, budget: float, tests: Sequence[Test], deltas: Sequence[float],
-                 c: float = 0.95) -> None:
-        self._b = ActiveBatch(budget, tests, deltas, reps=1, c=c)
+                 c: float = 0.95, policies: tuple[tuple[float, float], ...] | None = None) -> None:
+        self._b = (ActiveBatch(budget, tests, deltas, reps=1, c=c) if policies is None
+                   else ActiveBatch(budget, tests, deltas, reps=1, c=c, policies=policies))
+        self._policies = policies
+        # (policies given) per audited unit settled in audit order: (its id, per-test log e at
+        # that unit, before the unaudited units after it), until taken
+        self._settled: list[tuple[int, list[float]]] = []
         shape = (len(self._b.tests), CELLS)
         self._pend = np.zeros(shape)  # worst log factors waiting
         self._waiting = 0
@@ -159,6 +168,8 @@ class ActiveAudit:
             head = self._queue[first]
             if head[0] is None:
                 break
+            if self._policies is not None:  # the e-process at this audited unit
+                self._settled.append((first, mix(self._prefix + head[0]).tolist()))
             self._prefix += head[0] + head[1]
             del self._queue[first]
             self._claim(self._prefix)
@@ -218,6 +229,15 @@ class ActiveAudit:
         b.crossed_labels[j] = -1
         b.crossed_units[j] = -1
         self._start[j] = b.n
+
+    def take_settled(self) -> list[tuple[int, list[float]]]:
+        """Remove and return the audited units settled since the last call, in audit order.
+
+        Each as ``(unit id, per-test log e-value at that unit)``: the wealth of every unit up
+        to it (the unaudited units after it not yet), pending none (only with ``policies``).
+        """
+        out, self._settled = self._settled, []
+        return out
 
     # ------------------------------------------------------------------ reading
     @property
@@ -288,6 +308,9 @@ class ActiveAudit:
                 "queue": [[k, None if v[0] is None else v[0].tolist(), v[1].tolist()]
                           for k, v in self._queue.items()],
                 "start": self._start.tolist(),
+                **({} if self._policies is None else {
+                    "policies": [list(p) for p in self._policies],
+                    "settled": [[k, v] for k, v in self._settled]}),
                 **{name: getattr(b, name).tolist() for name in _ARRAYS}}
 
     @classmethod
@@ -300,7 +323,10 @@ class ActiveAudit:
             if s not in ("certify", "violate"):
                 raise ValueError(f"ActiveAudit state: bad side {s!r}")
         sides: list[Test] = [(a, "certify" if s == "certify" else "violate") for a, s in tests]
-        aa = cls(float(d["budget"]), sides, [float(x) for x in d["deltas"]], float(d["c"]))
+        pols = (None if "policies" not in d
+                else tuple((float(a), float(m)) for a, m in d["policies"]))
+        aa = cls(float(d["budget"]), sides, [float(x) for x in d["deltas"]], float(d["c"]), pols)
+        aa._settled = [(int(k), [float(x) for x in v]) for k, v in d.get("settled", [])]
         b = aa._b
         b.log_threshold = np.array(d["log_threshold"], dtype=float)
         b.n, b.next_refit = int(d["n"]), int(d["next_refit"])
@@ -325,9 +351,10 @@ class ActiveAudit:
         return aa
 
     def same_configuration(self, other: ActiveAudit) -> bool:
-        """Return whether ``other`` has this one's budget, cap fraction, tests and thresholds."""
+        """Whether ``other`` has this one's budget, cap fraction, tests, thresholds, policies."""
         a, b = self._b, other._b
         return (a.budget == b.budget and a.c == b.c and a.tests == b.tests
+                and self._policies == other._policies
                 and a.log_threshold.tolist() == b.log_threshold.tolist())
 
     def _validate(self) -> None:
