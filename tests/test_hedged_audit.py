@@ -212,7 +212,8 @@ def test_hedged_checkpoint_restore_continues_identically(
     assert view["hedged"]["labels"] > 0 and "risk-d0.01" in view["hedged"]["certificates"]
 
 
-@pytest.mark.parametrize("forge", ["crossing", "threshold", "policy", "status", "both_sides"])
+@pytest.mark.parametrize("forge", ["crossing", "threshold", "policy", "status", "both_sides",
+                                   "unit_ahead", "paired"])
 def test_forged_hedged_state_is_refused(
         stream: tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]], forge: str) -> None:
     cfg = parse_config(el.config_text(deltas=(DELTA,), policy="hedged"))
@@ -231,6 +232,10 @@ def test_forged_hedged_state_is_refused(
     elif forge == "status":  # a certified status its hedged tests do not support
         for eff in model["effective"]:
             eff[2][0] = "certified"
+    elif forge == "unit_ahead":  # a per-unit row ahead: every later pair out of step
+        hedge["units"] = [[0.0, 0.0]]
+    elif forge == "paired":  # pairs that do not count the rounds applied in audit order
+        hedge["paired"] -= 1
     else:  # rows of both sides left unpaired
         hedge["units"], hedge["labels"] = [[0.0, 0.0]], [[[0.0, 0.0], True]]
     with pytest.raises(CheckpointError):
@@ -239,3 +244,43 @@ def test_forged_hedged_state_is_refused(
         real = json.loads(json.dumps(eng.snapshot()))
         with pytest.raises(CheckpointError):
             Engine.restore(parse_config(el.config_text(deltas=(DELTA,), policy="active")), real)
+
+
+def test_state_shows_one_verdict(
+        stream: tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]) -> None:
+    """STATE.json of a hedged model states the average's verdict only: no ``active`` block
+    whose per-unit status alone (certified while the average is pending) contradicts it."""
+    eng = Engine(parse_config(el.config_text(deltas=(DELTA,), policy="hedged")))
+    cert = el.cert_name(DELTA)
+    for k, line in enumerate(stream[3]):
+        eng.process(line)
+        if k % 2000 == 0:
+            for mv in eng.state_view()["suites"][el.SUITE]["models"].values():
+                assert "active" not in mv
+                meth = mv["certificates"][cert]["methods"]["r_autoeval_plus"]
+                assert meth["status"] == mv["hedged"]["certificates"][cert]["status"]
+                assert mv["hedged"]["units"] >= mv["hedged"]["audited_paired"]
+
+
+def test_claim_after_a_restart_states_its_epochs_labels() -> None:
+    """A claim of a later epoch (a regression restarted both processes) states the labels of
+    its own epoch, as under uniform audits; the alert's round counts from the stream's start."""
+    cfg = parse_config(
+        '[[suites]]\nname = "s"\nmodels = ["*"]\naudit_rate = 0.25\naudit_policy = "hedged"\n'
+        '[[suites.certificates]]\nname = "r"\nalpha = 0.2\ndelta = 0.05\ndetector_arl = 20.0\n'
+        '[metrics]\nenabled = false\n')
+    rng = np.random.default_rng(5)
+    eng = Engine(cfg)
+    claims: list[dict[str, Any]] = []
+    for i in range(3000):
+        h = float(rng.random() < (0.05 if i < 1200 else 0.6))
+        base = {"suite": "s", "model": "m", "example_id": f"x{i}", "ts": float(i), "loss": h}
+        for kind in ("judge", "label"):
+            res = eng.process(json.dumps({"type": kind, "event_id": f"{kind}{i}", **base}))
+            claims += [a for a in res.alerts if a["kind"] in ("certified", "violated")]
+    late = [a for a in claims if a["evidence"]["epoch"] > 1]
+    assert late and claims[0]["evidence"]["epoch"] == 1
+    hist = eng.state_view()["suites"]["s"]["models"]["m"]
+    for a in late:
+        ev = a["evidence"]
+        assert 0 < ev["labels"] < a["round"] <= hist["counts"]["rounds"]

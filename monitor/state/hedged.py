@@ -92,7 +92,9 @@ def hedged_evidence(m: ModelState, i: int, cert: CertificateConfig, level: float
         "log_e_unit": finite_or_none(vals[0]),
         "log_e_label": finite_or_none(vals[1]),
         "log_threshold": finite_or_none(math.log(1.0 / level)),
-        "labels": h.labels if labels is None else labels,
+        # labels used by this epoch's processes (the pairs count from the stream's start,
+        # as the model's rounds do; an epoch starts at a round count)
+        "labels": (h.labels if labels is None else labels) - m.epochs[cert.name].started_round,
         "audited_paired": h.paired,
         "units": a.units,
         **label_fields(m),

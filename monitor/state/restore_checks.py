@@ -393,6 +393,11 @@ def check_restored_waiting(suite: str, config: SuiteConfig, models: Mapping[str,
                 m.hedge.log_threshold.tolist() != hedge.log_threshold.tolist()):
             raise RefusedState(f"suite {suite!r} model {m.name!r}: the hedged audit was "
                                "made under other certificates or levels")
+        if m.hedge is not None and (m.hedge.waiting != (0, 0)
+                                    or m.hedge.paired != m.order.applied):
+            # between two events both sides have paired every round applied in audit order
+            raise RefusedState(f"suite {suite!r} model {m.name!r}: the hedged audit's pairs "
+                               "are out of step with the rounds in audit order")
         units = join.waiting_units(m.name)
         shapes = {c: len(g.reliances()) for c, g in m.groups.items()}
         for rhos in [u[2] for u in units] + [e[5] for e in m.order.ready.values()]:

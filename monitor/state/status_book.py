@@ -130,16 +130,19 @@ class StatusBook:
                 self._set_status(m, cert, meth, new, ts, alerts)
 
     def set_active(self, m: ModelState, cert: str, new: str, ts: float, alerts: list[Alert],
-                   evidence: dict[str, Any]) -> None:
+                   evidence: dict[str, Any], rounds: int | None = None) -> None:
         """Move every method's status of ``cert`` to ``new`` (``audit_policy = "active"``).
 
         Under an active audit the certificate's verdict is its inverse-propensity tests'
         (:class:`~monitor.stats.betting.active_online.ActiveAudit`); ``evidence`` is the
-        alerts' evidence (it states the human ``labels`` used).
+        alerts' evidence (it states the human ``labels`` used); ``rounds`` the alerts' round
+        (default: those labels).
         """
+        if rounds is None:
+            rounds = int(evidence["labels"])
         for (c, meth), eff in m.effective.items():
             if c == cert and eff.status != new:
-                self._set_status(m, c, meth, new, ts, alerts, evidence, int(evidence["labels"]))
+                self._set_status(m, c, meth, new, ts, alerts, evidence, rounds)
 
     def follow_active(self, model: ModelState, ts: float, alerts: list[Alert]) -> None:
         """Move each certificate's statuses to its active tests' verdict (``model.active``).
@@ -156,8 +159,11 @@ class StatusBook:
                 status = hedged_status(model.hedge, i)
                 if model.effective[(cert.name, cert.primary_method)].status != status:
                     level = self._level(cert)
-                    self.set_active(model, cert.name, status, ts, alerts, hedged_evidence(
-                        model, i, cert, level, self._config.multiplicity))
+                    ev = hedged_evidence(model, i, cert, level, self._config.multiplicity)
+                    # the alert's round counts from the stream's start (as under uniform)
+                    start = model.epochs[cert.name].started_round
+                    self.set_active(model, cert.name, status, ts, alerts, ev,
+                                    int(ev["labels"]) + start)
             return
         for i, cert in enumerate(self._certs):
             status = active_status(active, i)

@@ -301,7 +301,9 @@ def hedged_view(m: ModelState, certs_config: Sequence[CertificateConfig]) -> dic
         entry["certified_at_labels"] = h.crossed_at_labels(2 * i)
         entry["violated_at_labels"] = h.crossed_at_labels(2 * i + 1)
         certs[c.name] = entry
-    return {"labels": h.labels, "audited_paired": h.paired, "certificates": certs}
+    units, pending = (0, 0) if m.active is None else (m.active.units, m.active.pending)
+    return {"labels": h.labels, "audited_paired": h.paired, "units": units,
+            "pending": pending, "certificates": certs}
 
 def model_view(
     m: ModelState, certs_config: Sequence[CertificateConfig], shown_only: bool = False
@@ -387,7 +389,10 @@ def model_view(
         "certificates": certs,
         "judge_drift": None if m.judge is None else m.judge.view(),
         **({} if m.strata is None else {"strata": m.strata.view()}),
-        **({} if m.active is None else {"active": active_view(m, certs_config)}),
+        # (under hedged audits the per-unit process alone decides nothing: its own status
+        # would contradict the verdict; its values are in the hedged block)
+        **({} if m.active is None or m.hedge is not None
+           else {"active": active_view(m, certs_config)}),
         **({} if m.hedge is None else {"hedged": hedged_view(m, certs_config)}),
     }
 
