@@ -62,17 +62,17 @@ risk .02 / .3, gamma .9   0.01   1.12x 0.95b   1.99x 1.68b   1.24x 1.05b   1.24x
 Under the coin the default needs 1.5-1.6x Example 1's clairvoyant where the judge is good (gamma
 0.99: its exact growth is 0.62x the fixed-block figure, ``benchmarks/per_unit_form.py``) and 1.3x
 the better of R-Eval and R-AutoEval with the calibrated graded judge (a small margin: a fixed
-reliance's smaller cap puts more of the bet grid near the small Kelly bet). The per-unit form
-needs 0.94-1.05x where the judge is good but up to 2x on streams decided within 10-60 labels (its
-grid and first refit). The plain average of the two keeps most of both (at most 1.17x the
-clairvoyant at delta 0.01 and 0.001 on Example 1 and the risk-0.05 stream, where the default
-needs 1.21-1.64x) and costs 1.08-1.18x the better of R-Eval and R-AutoEval where the per-label
-form alone decides within 10-40 labels. Shrinking the reliance for small blocks (``rho N / (N +
-1)``) lifts the coin's exact growth only from 0.62x to 0.67x (gamma 0.99); the rebalanced and
-leader rules (printed) are no better than the average overall, and the union (each at ``delta /
+reliance's smaller cap puts more of the bet grid near the small Kelly bet). The per-unit form needs
+0.94-1.05x where the judge is good but up to 2x on streams decided within 10-60 labels (its grid
+and first refit). The plain average of the two keeps most of both (at most 1.17x the clairvoyant at
+delta 0.01 and 0.001 on Example 1 and the risk-0.05 stream, 1.20x on the second seed, where the
+default needs 1.21-1.70x) and costs 1.08-1.18x the better of R-Eval and R-AutoEval where the
+per-label form alone decides within 10-40 labels. Shrinking the reliance for small blocks (``rho N
+/ (N + 1)``) lifts the coin's exact growth only from 0.62x to 0.67x (gamma 0.99); the rebalanced
+and leader rules (printed) are no better than the average overall, and the union (each at ``delta /
 2``), simplest to build, pays its ``log 2`` where both processes agree: 1.35b / 1.17b with the
-uninformative judge at delta 0.1 / 0.01, 1.20b on Example 1 gamma 0.7 at 0.1 (1.13x and 1.12x
-on gamma 0.99 and the risk-0.05 stream at 0.01).
+uninformative judge at delta 0.1 / 0.01, 1.20b on Example 1 gamma 0.7 at 0.1 (1.13x and 1.12x on
+gamma 0.99 and the risk-0.05 stream at 0.01).
 """
 
 from __future__ import annotations
