@@ -150,27 +150,24 @@ class StatusBook:
         Under ``audit_policy = "hedged"`` the verdict is the average's (:mod:`monitor.state.
         hedged`; the per-unit values settled since the last call are paired first).
         """
-        active = model.active
+        active, hedge = model.active, model.hedge
         if active is None:
             return
-        if model.hedge is not None:  # audit_policy = "hedged": the average's verdict
+        if hedge is not None:  # audit_policy = "hedged": the average's verdict
             hedged_units(model)
-            for i, cert in enumerate(self._certs):
-                status = hedged_status(model.hedge, i)
-                if model.effective[(cert.name, cert.primary_method)].status != status:
-                    level = self._level(cert)
-                    ev = hedged_evidence(model, i, cert, level, self._config.multiplicity)
-                    # the alert's round counts from the stream's start (as under uniform)
-                    start = model.epochs[cert.name].started_round
-                    self.set_active(model, cert.name, status, ts, alerts, ev,
-                                    int(ev["labels"]) + start)
-            return
         for i, cert in enumerate(self._certs):
-            status = active_status(active, i)
-            if model.effective[(cert.name, cert.primary_method)].status != status:
-                level = self._level(cert)
+            status = active_status(active, i) if hedge is None else hedged_status(hedge, i)
+            if model.effective[(cert.name, cert.primary_method)].status == status:
+                continue
+            level = self._level(cert)
+            if hedge is None:
                 self.set_active(model, cert.name, status, ts, alerts, active_evidence(
                     model, i, cert, level, self._config.multiplicity))
+                continue
+            ev = hedged_evidence(model, i, cert, level, self._config.multiplicity)
+            # the alert's round counts from the stream's start (as under uniform)
+            start = model.epochs[cert.name].started_round
+            self.set_active(model, cert.name, status, ts, alerts, ev, int(ev["labels"]) + start)
 
     def _set_status(self, m: ModelState, cert: str, meth: str, new: str, ts: float,
                     alerts: list[Alert], evidence: dict[str, Any] | None = None,

@@ -234,12 +234,8 @@ class SuiteState:
             self.comparisons.judged(ev.model, ev.example_id,
                                     unit.position if unit.position >= 0 else None, ev.ts,
                                     self.join.watermark, alerts)
-        if first is not None:
-            self._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
+        if not self._wait(model, key, unit, first, ev.ts, alerts):
             return
-        model.pending_units += 1
-        for k, p in self.join.add_pending(key, unit):
-            self._expired_pending(k, p, ev.ts, alerts)
         # (no claim here: a unit waiting at its worst label only lowers the claimed wealth)
         if ev.audit is None and self.audit.requests:
             stratum = ev.stratum
@@ -253,6 +249,17 @@ class SuiteState:
                 propensity=propensity, reason=sample,
                 position=unit.position if unit.position >= 0 else None))
             model.counts["label_requests"] += 1
+
+    def _wait(self, model: ModelState, key: str, unit: PendingUnit, first: Any, ts: float,
+              alerts: list[Alert]) -> bool:
+        """Take an audited unit: its label if it came first (False), else it waits (True)."""
+        if first is not None:
+            self._labelled(model, key, unit, float(first[1]), ts, alerts)
+            return False
+        model.pending_units += 1
+        for k, p in self.join.add_pending(key, unit):
+            self._expired_pending(k, p, ts, alerts)
+        return True
 
     def _label(self, ev: Event, model: ModelState, key: str, alerts: list[Alert]) -> None:
         model.counts["labels"] += 1
@@ -445,12 +452,8 @@ def _judge_active(suite: SuiteState, ev: Event, model: ModelState, key: str, fir
         unit.block_sum, unit.block_count = block
         unit.rhos = model.reliances() or None
         unit.position = model.order.assign(model.groups, ev.loss, block, unit.rhos)
-    if first is not None:
-        suite._labelled(model, key, unit, float(first[1]), ev.ts, alerts)
+    if not suite._wait(model, key, unit, first, ev.ts, alerts):
         return
-    model.pending_units += 1
-    for k, p in suite.join.add_pending(key, unit):
-        suite._expired_pending(k, p, ev.ts, alerts)
     if ev.audit is None and suite.audit.requests:
         hedged = model.hedge is not None  # a uniform audit, with its audit position
         requests.append(label_request(
